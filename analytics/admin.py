@@ -1,0 +1,53 @@
+"""Read-only admin for decisions, performance records and rollups."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from analytics.models import DecisionRollup, PerformanceRecord, RoutingDecision
+from flywheel.admin_base import ReadOnlyAdmin
+
+
+@admin.register(RoutingDecision)
+class RoutingDecisionAdmin(ReadOnlyAdmin):
+    list_display = [
+        "request_id",
+        "created_at",
+        "tenant",
+        "intent",
+        "query_type",
+        "backend",
+        "outcome",
+        "total_ms",
+    ]
+    list_filter = ["outcome", "intent", "intent_method", "query_type", "routing_method", "tenant"]
+    search_fields = ["request_id", "question", "error_type"]
+    list_select_related = ["tenant", "backend"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(PerformanceRecord)
+class PerformanceRecordAdmin(ReadOnlyAdmin):
+    list_display = ["backend", "flow", "intent", "latency_ms", "success", "error_type", "created_at"]
+    list_filter = ["success", "backend", "intent", "error_type"]
+    search_fields = ["backend__name", "flow__name", "intent", "error_type"]
+    list_select_related = ["backend", "flow"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(DecisionRollup)
+class DecisionRollupAdmin(ReadOnlyAdmin):
+    list_display = [
+        "bucket_start",
+        "tenant",
+        "backend",
+        "intent",
+        "count",
+        "successes",
+        "fallbacks",
+        "latency_sum_ms",
+    ]
+    list_filter = ["tenant", "backend", "intent"]
+    search_fields = ["intent", "backend__name"]
+    list_select_related = ["tenant", "backend"]
+    date_hierarchy = "bucket_start"

@@ -1,0 +1,107 @@
+"""Admin for backends. A backend's API key is write-only: never rendered back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from backends.models import Backend, BackendHealth, HealthCheck
+from flywheel.admin_base import ReadOnlyAdmin
+
+
+class BackendForm(forms.ModelForm):
+    api_key = forms.CharField(
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only. Leave blank to keep the current key.",
+    )
+    clear_api_key = forms.BooleanField(required=False, label="Remove the stored API key")
+
+    class Meta:
+        model = Backend
+        fields = [
+            "name",
+            "kind",
+            "base_url",
+            "api_key",
+            "clear_api_key",
+            "enabled",
+            "timeout_seconds",
+            "weight",
+            "tenant",
+        ]
+
+    def clean_api_key(self) -> str:
+        # A blank field means "unchanged": the stored key is never sent to the page.
+        new_key = self.cleaned_data.get("api_key") or ""
+        return new_key or (self.instance.api_key if self.instance.pk else "")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("clear_api_key"):
+            cleaned["api_key"] = ""
+        return cleaned
+
+
+class BackendHealthInline(admin.StackedInline):
+    model = BackendHealth
+    fields = [
+        "healthy",
+        "last_checked_at",
+        "latency_ms",
+        "consecutive_failures",
+        "cooldown_until",
+        "last_error",
+    ]
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Backend)
+class BackendAdmin(admin.ModelAdmin):
+    form = BackendForm
+    list_display = ["name", "kind", "base_url", "enabled", "api_key_state", "is_healthy", "tenant"]
+    list_filter = ["kind", "enabled", "tenant", "health__healthy"]
+    search_fields = ["name", "base_url"]
+    list_select_related = ["health", "tenant"]
+    inlines = [BackendHealthInline]
+
+    @admin.display(description="API key")
+    def api_key_state(self, obj: Backend) -> str:
+        return "set (hidden)" if obj.has_api_key else "not set"
+
+    @admin.display(description="Healthy", boolean=True)
+    def is_healthy(self, obj: Backend) -> bool | None:
+        health = getattr(obj, "health", None)
+        return None if health is None else health.healthy
+
+
+@admin.register(BackendHealth)
+class BackendHealthAdmin(ReadOnlyAdmin):
+    list_display = [
+        "backend",
+        "healthy",
+        "last_checked_at",
+        "latency_ms",
+        "consecutive_failures",
+        "cooldown_until",
+    ]
+    list_filter = ["healthy", "backend__kind"]
+    search_fields = ["backend__name", "last_error"]
+    list_select_related = ["backend"]
+
+
+@admin.register(HealthCheck)
+class HealthCheckAdmin(ReadOnlyAdmin):
+    list_display = ["backend", "checked_at", "ok", "latency_ms", "error"]
+    list_filter = ["ok", "backend", ("checked_at", admin.DateFieldListFilter)]
+    search_fields = ["backend__name", "error"]
+    list_select_related = ["backend"]
+    date_hierarchy = "checked_at"

@@ -1,0 +1,116 @@
+"""Backends (Flowise and Langflow servers) and what Flywheel knows of their health."""
+
+from __future__ import annotations
+
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models.functions import Lower
+
+from flywheel.models import Tenant
+
+
+class BackendKind(models.TextChoices):
+    FLOWISE = "flowise", "Flowise"
+    LANGFLOW = "langflow", "Langflow"
+
+
+class Backend(models.Model):
+    """One Flowise or Langflow server that Flywheel routes questions to.
+
+    ``api_key`` is write-only: it is sent to the backend and never rendered
+    back by any admin page, API response, log line or MCP result.
+    A backend with an owning tenant serves only that tenant; one without
+    serves every tenant.
+    """
+
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=BackendKind.choices)
+    base_url = models.URLField(max_length=500, help_text="e.g. http://127.0.0.1:3000")
+    api_key = models.CharField(max_length=500, blank=True)
+    enabled = models.BooleanField(default=True)
+    timeout_seconds = models.FloatField(
+        default=60.0,
+        validators=[MinValueValidator(0.1)],
+        help_text="Read timeout for a flow run, in seconds.",
+    )
+    weight = models.FloatField(
+        default=1.0,
+        validators=[MinValueValidator(0.0)],
+        help_text="Relative preference among equally scored backends.",
+    )
+    tenant = models.ForeignKey(
+        Tenant,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="backends",
+        help_text="Leave empty to share this backend with every tenant.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                Lower("name"),
+                name="backend_name_unique_ci",
+                violation_error_message="A backend with this name already exists.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=BackendKind.values), name="backend_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(timeout_seconds__gt=0), name="backend_timeout_positive"
+            ),
+            models.CheckConstraint(condition=models.Q(weight__gte=0), name="backend_weight_gte_0"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key)
+
+
+class BackendHealth(models.Model):
+    """The current health of a backend: one row per backend, updated in place."""
+
+    backend = models.OneToOneField(
+        Backend, on_delete=models.CASCADE, primary_key=True, related_name="health"
+    )
+    healthy = models.BooleanField(default=False)
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    cooldown_until = models.DateTimeField(
+        null=True, blank=True, help_text="Not a routing candidate until this time."
+    )
+
+    class Meta:
+        verbose_name = "backend health"
+        verbose_name_plural = "backend health"
+
+    def __str__(self) -> str:
+        return f"{self.backend.name}: {'healthy' if self.healthy else 'unhealthy'}"
+
+
+class HealthCheck(models.Model):
+    """One probe of a backend, kept as history."""
+
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="health_checks")
+    checked_at = models.DateTimeField(auto_now_add=True)
+    ok = models.BooleanField()
+    latency_ms = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-checked_at"]
+        indexes = [
+            models.Index(fields=["backend", "-checked_at"], name="healthcheck_backend_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.backend.name} at {self.checked_at:%Y-%m-%d %H:%M:%S}: {'ok' if self.ok else 'failed'}"

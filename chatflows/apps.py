@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ChatflowsConfig(AppConfig):
+    name = "chatflows"
+    verbose_name = "Flows"

@@ -1,0 +1,9 @@
+"""ASGI entry point: `uvicorn flywheel.asgi:application`."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flywheel.settings")
+
+application = get_asgi_application()

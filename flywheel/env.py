@@ -1,0 +1,90 @@
+"""Typed reads of environment variables that fail loudly, naming the variable.
+
+django-environ parses values, but a bad one surfaces as a bare ``ValueError``
+that does not say which variable was wrong. Every setting goes through
+:func:`read` so start-up stops with ``ImproperlyConfigured: NAME: ...``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+T = TypeVar("T")
+
+_env = environ.Env()
+
+
+def read(name: str, parse: Callable[[str], T], default: T) -> T:
+    """Return ``parse(os.environ[name])``, or ``default`` when unset or empty.
+
+    Raises ImproperlyConfigured naming the variable when the value does not parse.
+    """
+    raw = _env.str(name, default="")
+    if raw == "":
+        return default
+    try:
+        return parse(raw)
+    except (ValueError, TypeError, ImproperlyConfigured) as err:
+        raise ImproperlyConfigured(f"{name}: invalid value {raw!r} ({err})") from err
+
+
+def as_bool(raw: str) -> bool:
+    """Parse true/false, yes/no, on/off, 1/0; anything else is an error."""
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError("expected true or false")
+
+
+def as_positive_float(raw: str) -> float:
+    value = float(raw)
+    if value <= 0:
+        raise ValueError("must be greater than zero")
+    return value
+
+
+def as_positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError("must be greater than zero")
+    return value
+
+
+def as_list(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def as_choice(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().upper()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+_DATABASE_SCHEMES = ("postgres", "postgresql", "pgsql", "sqlite")
+
+
+def as_database(raw: str) -> dict[str, Any]:
+    scheme = raw.split("://", 1)[0] if "://" in raw else ""
+    if scheme not in _DATABASE_SCHEMES:
+        raise ValueError(f"expected a URL with one of the schemes {', '.join(_DATABASE_SCHEMES)}")
+    return _env.db_url_config(raw)
+
+
+def as_cache(raw: str) -> dict[str, Any]:
+    return _env.cache_url_config(raw)
+
+
+def as_url(raw: str) -> str:
+    if "://" not in raw:
+        raise ValueError("expected a URL such as redis://127.0.0.1:6379/0")
+    return raw

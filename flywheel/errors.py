@@ -1,0 +1,123 @@
+"""The one error contract: ``{"error": {"type", "message", "details"}}``.
+
+Services raise :class:`ApplicationError` subclasses. The REST exception
+handler below (and, later, the MCP layer) turns them into the same shape, so
+every door reports a failure the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions as drf_exceptions
+from rest_framework import status
+from rest_framework.response import Response
+
+
+class ApplicationError(Exception):
+    """Base of every error a service raises on purpose."""
+
+    type = "ApplicationError"
+    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+    def as_dict(self) -> dict[str, Any]:
+        return error_body(self.type, self.message, self.details)
+
+
+class ValidationError(ApplicationError):
+    type = "ValidationError"
+    status_code = status.HTTP_400_BAD_REQUEST
+
+
+class AuthenticationError(ApplicationError):
+    type = "AuthenticationError"
+    status_code = status.HTTP_401_UNAUTHORIZED
+
+
+class PermissionDeniedError(ApplicationError):
+    type = "PermissionDenied"
+    status_code = status.HTTP_403_FORBIDDEN
+
+
+class NotFoundError(ApplicationError):
+    type = "NotFoundError"
+    status_code = status.HTTP_404_NOT_FOUND
+
+
+class ConflictError(ApplicationError):
+    type = "ConflictError"
+    status_code = status.HTTP_409_CONFLICT
+
+
+class UnavailableError(ApplicationError):
+    type = "UnavailableError"
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+
+
+def error_body(type_: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"type": type_, "message": message, "details": details or {}}}
+
+
+_DRF_TYPES: dict[type[drf_exceptions.APIException], str] = {
+    drf_exceptions.ValidationError: ValidationError.type,
+    drf_exceptions.ParseError: ValidationError.type,
+    drf_exceptions.NotAuthenticated: AuthenticationError.type,
+    drf_exceptions.AuthenticationFailed: AuthenticationError.type,
+    drf_exceptions.PermissionDenied: PermissionDeniedError.type,
+    drf_exceptions.NotFound: NotFoundError.type,
+    drf_exceptions.MethodNotAllowed: "MethodNotAllowed",
+    drf_exceptions.UnsupportedMediaType: "UnsupportedMediaType",
+    drf_exceptions.Throttled: "RateLimitError",
+}
+
+
+def _drf_type(exc: drf_exceptions.APIException) -> str:
+    for cls in type(exc).__mro__:
+        if cls in _DRF_TYPES:
+            return _DRF_TYPES[cls]
+    return ApplicationError.type
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler: every API error leaves in the one error shape."""
+    if isinstance(exc, ApplicationError):
+        return Response(exc.as_dict(), status=exc.status_code)
+    if isinstance(exc, Http404):
+        exc = drf_exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = drf_exceptions.PermissionDenied()
+    if not isinstance(exc, drf_exceptions.APIException):
+        return None  # a bug: let Django log it and answer 500 (see server_error)
+
+    if isinstance(exc, drf_exceptions.ValidationError):
+        detail = exc.detail
+        details = {"fields": detail} if isinstance(detail, dict) else {"errors": detail}
+        message = "The request is not valid."
+    else:
+        details = {}
+        message = str(exc.detail)
+    response = Response(error_body(_drf_type(exc), message, details), status=exc.status_code)
+    if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
+        response["WWW-Authenticate"] = 'Bearer realm="api"'
+    return response
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """handler404 for API paths; other paths keep Django's HTML page."""
+    return JsonResponse(
+        error_body(NotFoundError.type, f"No such resource: {request.path}"), status=404
+    )
+
+
+def server_error(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(
+        error_body("InternalError", "The server failed to answer; the error was logged."),
+        status=500,
+    )

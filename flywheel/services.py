@@ -1,0 +1,80 @@
+"""Services for tenants and API keys: every door (admin, CLI, API) calls these."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from flywheel.errors import AuthenticationError, ValidationError
+from flywheel.models import ApiKey, Tenant
+
+KEY_SCHEME = "fw"
+DEFAULT_TENANT_SLUG = "default"
+# last_used_at is bookkeeping, not an audit log: refresh it at most this often
+# so that authenticating a request does not cost a write every time.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def hash_api_key(raw_key: str) -> str:
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+def tenant_get_or_create_default() -> Tenant:
+    """Return the tenant that owns work done without an API key (CLI, first run)."""
+    tenant, _ = Tenant.objects.get_or_create(
+        slug=DEFAULT_TENANT_SLUG, defaults={"name": "Default"}
+    )
+    return tenant
+
+
+def api_key_create(*, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
+    """Create a key for ``tenant``; return the row and the raw key (shown only now).
+
+    Raises ValidationError for a blank name or an inactive tenant.
+    """
+    name = name.strip()
+    if not name:
+        raise ValidationError("An API key needs a name.", details={"field": "name"})
+    if not tenant.is_active:
+        raise ValidationError(
+            f"Tenant {tenant.slug!r} is inactive.", details={"tenant": tenant.slug}
+        )
+    prefix = secrets.token_hex(4)
+    raw_key = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
+    api_key = ApiKey.objects.create(
+        tenant=tenant, name=name, prefix=prefix, hashed_key=hash_api_key(raw_key)
+    )
+    return api_key, raw_key
+
+
+def api_key_authenticate(*, raw_key: str) -> ApiKey:
+    """Return the active key matching ``raw_key`` and note its use.
+
+    Raises AuthenticationError when the key is unknown, malformed or revoked.
+    """
+    digest = hash_api_key(raw_key)
+    api_key = ApiKey.objects.active().select_related("tenant").filter(hashed_key=digest).first()
+    # The lookup is by digest, so timing reveals nothing about the key; the
+    # compare below only guards against a future change to that lookup.
+    if api_key is None or not hmac.compare_digest(api_key.hashed_key, digest):
+        raise AuthenticationError("Invalid or revoked API key.")
+    now = timezone.now()
+    if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        api_key.last_used_at = now
+    return api_key
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revoke ``api_key`` (idempotent); it stops authenticating at once."""
+    with transaction.atomic():
+        ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        api_key.refresh_from_db()
+    return api_key

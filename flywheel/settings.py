@@ -1,0 +1,201 @@
+"""Django settings for Flywheel.
+
+Every value that varies between deployments is read here, and only here, from
+the environment (see ``.env.example`` and the README's configuration table).
+A bad value stops start-up with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from flywheel.env import (
+    as_bool,
+    as_cache,
+    as_choice,
+    as_database,
+    as_list,
+    as_positive_float,
+    as_positive_int,
+    as_url,
+    read,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# --- Paths -------------------------------------------------------------------
+# var/ holds everything a zero-setup run writes: SQLite, the file cache, the
+# filesystem broker's queues and a generated secret key.
+VAR_DIR = read("FLYWHEEL_VAR_DIR", Path, BASE_DIR / "var")
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _generated_secret_key() -> str:
+    """Keep one random key per installation so sessions survive restarts."""
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+# --- Core ----------------------------------------------------------------------
+DEBUG = read("DJANGO_DEBUG", as_bool, False)
+SECRET_KEY = read("DJANGO_SECRET_KEY", str, "") or _generated_secret_key()
+ALLOWED_HOSTS = read("DJANGO_ALLOWED_HOSTS", as_list, ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = read("DJANGO_CSRF_TRUSTED_ORIGINS", as_list, [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_beat",
+    "flywheel",
+    "backends",
+    "chatflows",
+    "routing",
+    "analytics",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "flywheel.urls"
+WSGI_APPLICATION = "flywheel.wsgi.application"
+ASGI_APPLICATION = "flywheel.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ------------------------------------------------------------------
+# PostgreSQL in every real deployment and in the test suite; SQLite under var/
+# only as the zero-setup default of `make run`.
+DATABASES = {
+    "default": read("DATABASE_URL", as_database, as_database(f"sqlite:///{VAR_DIR}/flywheel.sqlite3"))
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web, worker and beat share one file: WAL lets readers run beside the
+    # writer, the busy timeout makes a writer wait instead of failing, and
+    # IMMEDIATE transactions take the write lock up front (no upgrade deadlock).
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+    }
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = read("DATABASE_CONN_MAX_AGE", int, 60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Cache (shared by every process: the routing hot path reads it) ------------
+# Redis in real deployments and tests; with none configured, a file cache under
+# var/ so web, worker and beat still see the same entries.
+CACHES = {
+    "default": read("CACHE_URL", as_cache, as_cache(f"filecache://{VAR_DIR}/cache")),
+}
+
+# --- Celery --------------------------------------------------------------------
+CELERY_BROKER_URL = read("CELERY_BROKER_URL", as_url, "filesystem://")
+if CELERY_BROKER_URL == "filesystem://":
+    # kombu's filesystem transport needs no server but does not create its folders.
+    _queue_dir = VAR_DIR / "broker" / "queue"
+    _processed_dir = VAR_DIR / "broker" / "processed"
+    for _folder in (_queue_dir, _processed_dir):
+        _folder.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue_dir),
+        "data_folder_out": str(_queue_dir),
+        "data_folder_processed": str(_processed_dir),
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SOFT_TIME_LIMIT = read("CELERY_TASK_SOFT_TIME_LIMIT", as_positive_int, 60)
+CELERY_TASK_TIME_LIMIT = read("CELERY_TASK_TIME_LIMIT", as_positive_int, 90)
+CELERY_TASK_ALWAYS_EAGER = read("CELERY_TASK_ALWAYS_EAGER", as_bool, False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+
+# --- Auth, i18n, static ----------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+LOGIN_URL = "admin:login"
+
+# --- REST API ------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["flywheel.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "flywheel.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Flywheel API",
+    "DESCRIPTION": "One front door for questions answered by Flowise and Langflow flows.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Logging (stderr only: stdout belongs to the MCP stdio protocol) -----------
+LOG_LEVEL = read(
+    "FLYWHEEL_LOG_LEVEL", as_choice("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO"
+)
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {
+        "stderr": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stderr",
+            "formatter": "plain",
+        }
+    },
+    "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
+}
+
+# --- Flywheel --------------------------------------------------------------------
+# How long /readyz waits for each dependency before calling it down.
+READINESS_TIMEOUT_SECONDS = read("FLYWHEEL_READINESS_TIMEOUT", as_positive_float, 2.0)

@@ -1,0 +1,65 @@
+"""Project-level endpoints: liveness, readiness and the caller's identity."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from flywheel.errors import error_body
+from flywheel.readiness import readiness_report
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: answers whenever the process can serve a request."""
+    return JsonResponse({"status": "ok"})
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: 200 when database, cache and broker answer; 503 naming what is down."""
+    report = readiness_report()
+    down = sorted(name for name, state in report.items() if state != "ok")
+    if not down:
+        return JsonResponse({"status": "ready", "checks": report})
+    body = error_body(
+        "UnavailableError",
+        f"Not ready: {', '.join(down)} down.",
+        {"checks": report, "down": down},
+    )
+    return JsonResponse(body, status=503)
+
+
+class WhoAmIView(APIView):
+    """The tenant and key behind the request's API key."""
+
+    @extend_schema(
+        responses=inline_serializer(
+            "WhoAmI",
+            {
+                "tenant": inline_serializer(
+                    "WhoAmITenant", {"slug": serializers.CharField(), "name": serializers.CharField()}
+                ),
+                "api_key": inline_serializer(
+                    "WhoAmIKey", {"name": serializers.CharField(), "prefix": serializers.CharField()}
+                ),
+            },
+        )
+    )
+    def get(self, request: Request) -> Response:
+        api_key = request.auth
+        tenant = api_key.tenant
+        return Response(
+            {
+                "tenant": {"slug": tenant.slug, "name": tenant.name},
+                "api_key": {"name": api_key.name, "prefix": api_key.prefix},
+            }
+        )

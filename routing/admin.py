@@ -1,0 +1,111 @@
+"""Admin for intents, rule patterns, the routing policy and sessions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from flywheel.admin_base import ReadOnlyAdmin
+from routing.models import Intent, IntentPattern, RoutingPolicy, ScopePattern, Session, Turn
+
+
+class IntentPatternInline(admin.TabularInline):
+    model = IntentPattern
+    fields = ["kind", "pattern", "weight", "enabled"]
+    extra = 1
+
+
+@admin.register(Intent)
+class IntentAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "enabled", "priority", "pattern_count"]
+    list_filter = ["enabled"]
+    search_fields = ["slug", "name", "description", "patterns__pattern"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [IntentPatternInline]
+
+    @admin.display(description="Patterns")
+    def pattern_count(self, obj: Intent) -> int:
+        return obj.patterns.count()
+
+
+@admin.register(IntentPattern)
+class IntentPatternAdmin(admin.ModelAdmin):
+    list_display = ["pattern", "intent", "kind", "weight", "enabled"]
+    list_filter = ["intent", "kind", "enabled"]
+    search_fields = ["pattern", "intent__slug"]
+    list_select_related = ["intent"]
+
+
+@admin.register(ScopePattern)
+class ScopePatternAdmin(admin.ModelAdmin):
+    list_display = ["pattern", "scope", "kind", "weight", "enabled"]
+    list_filter = ["scope", "kind", "enabled"]
+    search_fields = ["pattern"]
+
+
+@admin.register(RoutingPolicy)
+class RoutingPolicyAdmin(admin.ModelAdmin):
+    list_display = [
+        "__str__",
+        "weight_match",
+        "weight_health",
+        "weight_performance",
+        "confidence_threshold",
+        "llm_classification_enabled",
+        "updated_at",
+    ]
+    list_filter = ["llm_classification_enabled"]
+    search_fields = ["key"]
+    fieldsets = [
+        ("Scoring weights", {"fields": ["weight_match", "weight_health", "weight_performance"]}),
+        ("Performance", {"fields": ["performance_window", "latency_ceiling_ms"]}),
+        ("Classification", {"fields": ["confidence_threshold", "llm_classification_enabled"]}),
+        ("Cooldown", {"fields": ["cooldown_failures", "cooldown_seconds"]}),
+        (
+            "Caches",
+            {
+                "fields": [
+                    "flow_cache_ttl_seconds",
+                    "health_cache_ttl_seconds",
+                    "answer_cache_ttl_seconds",
+                ]
+            },
+        ),
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return not RoutingPolicy.objects.exists()  # there is one policy
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class TurnInline(admin.TabularInline):
+    model = Turn
+    fields = ["created_at", "question", "answer", "intent", "backend", "flow"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Session)
+class SessionAdmin(admin.ModelAdmin):
+    list_display = ["id", "tenant", "created_at", "updated_at"]
+    list_filter = ["tenant"]
+    search_fields = ["id", "turns__question"]
+    list_select_related = ["tenant"]
+    readonly_fields = ["id", "created_at", "updated_at"]
+    inlines = [TurnInline]
+
+
+@admin.register(Turn)
+class TurnAdmin(ReadOnlyAdmin):
+    list_display = ["session", "created_at", "intent", "backend", "flow"]
+    list_filter = ["intent", "backend"]
+    search_fields = ["question", "answer", "session__id"]
+    list_select_related = ["session", "backend", "flow"]

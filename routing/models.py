@@ -1,0 +1,240 @@
+"""Intents and their rules, query-type rules, the routing policy, and sessions."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from backends.models import Backend
+from chatflows.models import Flow
+from flywheel.models import Tenant
+from routing.patterns import validate_keyword, validate_regex
+
+
+class Intent(models.Model):
+    """What a question asks for; flows declare the intents they serve."""
+
+    slug = models.SlugField(max_length=50, unique=True)
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True)
+    priority = models.IntegerField(
+        default=0, help_text="Breaks ties between intents that score the same; higher wins."
+    )
+
+    class Meta:
+        ordering = ["-priority", "slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class PatternKind(models.TextChoices):
+    KEYWORD = "keyword", "Keyword or phrase"
+    REGEX = "regex", "Regular expression"
+
+
+class _RulePattern(models.Model):
+    """A rule text plus how it is read: as a keyword or as a regular expression."""
+
+    kind = models.CharField(max_length=10, choices=PatternKind.choices, default=PatternKind.KEYWORD)
+    pattern = models.CharField(max_length=500)
+    weight = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0.01), MaxValueValidator(10.0)]
+    )
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        abstract = True
+
+    def clean(self) -> None:
+        super().clean()
+        validate = validate_regex if self.kind == PatternKind.REGEX else validate_keyword
+        try:
+            validate(self.pattern)
+        except ValidationError as err:
+            raise ValidationError({"pattern": err.messages}) from err
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        # Rules run on every question: never store one that was not checked,
+        # whichever door (admin, API, shell, fixture loader) saves it.
+        self.clean()
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+
+class IntentPattern(_RulePattern):
+    intent = models.ForeignKey(Intent, on_delete=models.CASCADE, related_name="patterns")
+
+    class Meta:
+        ordering = ["intent__slug", "-weight", "pattern"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["intent", "kind", "pattern"], name="intentpattern_unique_per_intent"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=PatternKind.values), name="intentpattern_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(weight__gt=0, weight__lte=10), name="intentpattern_weight_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.intent.slug}: {self.pattern}"
+
+
+class QueryScope(models.TextChoices):
+    GLOBAL = "global", "Global"
+    LOCAL = "local", "Local"
+
+
+class ScopePattern(_RulePattern):
+    """A rule that marks a question as GLOBAL (corpus-wide) or LOCAL (specific)."""
+
+    kind = models.CharField(max_length=10, choices=PatternKind.choices, default=PatternKind.REGEX)
+    scope = models.CharField(max_length=10, choices=QueryScope.choices)
+
+    class Meta:
+        ordering = ["scope", "-weight", "pattern"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scope", "kind", "pattern"], name="scopepattern_unique_per_scope"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(scope__in=QueryScope.values), name="scopepattern_scope_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=PatternKind.values), name="scopepattern_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(weight__gt=0, weight__lte=10), name="scopepattern_weight_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope}: {self.pattern}"
+
+
+def _unit_interval() -> list[object]:
+    return [MinValueValidator(0.0), MaxValueValidator(1.0)]
+
+
+class RoutingPolicy(models.Model):
+    """The tunable numbers of routing. There is exactly one row (key 'default')."""
+
+    key = models.CharField(max_length=20, default="default", unique=True, editable=False)
+    weight_match = models.FloatField(default=0.5, validators=_unit_interval())
+    weight_health = models.FloatField(default=0.3, validators=_unit_interval())
+    weight_performance = models.FloatField(default=0.2, validators=_unit_interval())
+    performance_window = models.PositiveIntegerField(
+        default=10,
+        validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text="Performance is scored over the last N records for a backend and intent.",
+    )
+    latency_ceiling_ms = models.PositiveIntegerField(
+        default=5000,
+        validators=[MinValueValidator(1)],
+        help_text="An average latency at or above this scores zero.",
+    )
+    confidence_threshold = models.FloatField(
+        default=0.7,
+        validators=_unit_interval(),
+        help_text="Below this, a rule-based classification is not trusted.",
+    )
+    cooldown_failures = models.PositiveIntegerField(
+        default=3,
+        validators=[MinValueValidator(1)],
+        help_text="Consecutive failed health checks before a backend is put in cooldown.",
+    )
+    cooldown_seconds = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    flow_cache_ttl_seconds = models.PositiveIntegerField(
+        default=120, validators=[MinValueValidator(1)]
+    )
+    health_cache_ttl_seconds = models.PositiveIntegerField(
+        default=90, validators=[MinValueValidator(1)]
+    )
+    answer_cache_ttl_seconds = models.PositiveIntegerField(
+        default=3600,
+        validators=[MinValueValidator(1)],
+        help_text="How long an answer may be served when every backend is down.",
+    )
+    llm_classification_enabled = models.BooleanField(
+        default=False,
+        help_text="Ask the configured LLM when rules are below the confidence threshold.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "routing policy"
+        verbose_name_plural = "routing policy"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(key="default"), name="routingpolicy_single_row"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    weight_match__gte=0,
+                    weight_match__lte=1,
+                    weight_health__gte=0,
+                    weight_health__lte=1,
+                    weight_performance__gte=0,
+                    weight_performance__lte=1,
+                ),
+                name="routingpolicy_weights_in_unit_interval",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(confidence_threshold__gte=0, confidence_threshold__lte=1),
+                name="routingpolicy_threshold_in_unit_interval",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(performance_window__gte=1), name="routingpolicy_window_gte_1"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return "Routing policy"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.weight_match + self.weight_health + self.weight_performance <= 0:
+            raise ValidationError("At least one scoring weight must be above zero.")
+
+
+class Session(models.Model):
+    """A conversation: the turns Flywheel keeps so any backend can continue it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="sessions")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["tenant", "-updated_at"], name="session_tenant_recent")]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+
+class Turn(models.Model):
+    """One question and its answer within a session."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    question = models.TextField()
+    answer = models.TextField(blank=True)
+    intent = models.CharField(max_length=50, blank=True)
+    backend = models.ForeignKey(
+        Backend, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    flow = models.ForeignKey(Flow, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["session", "-created_at"], name="turn_session_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.question[:40]}"

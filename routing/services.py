@@ -1,0 +1,69 @@
+"""Routing services that write: installing defaults, reading the policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from flywheel.services import tenant_get_or_create_default
+from routing.defaults import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS, DefaultPattern
+from routing.models import Intent, IntentPattern, PatternKind, RoutingPolicy, ScopePattern
+
+
+@dataclass(frozen=True)
+class DefaultsReport:
+    intents_created: int
+    patterns_created: int
+    scope_patterns_created: int
+    policy_created: bool
+
+
+def _kind(pattern: DefaultPattern) -> str:
+    return PatternKind.REGEX if pattern.is_regex else PatternKind.KEYWORD
+
+
+def routing_policy_get() -> RoutingPolicy:
+    """Return the routing policy, creating it with the defaults if it is missing."""
+    policy, _ = RoutingPolicy.objects.get_or_create(key="default")
+    return policy
+
+
+@transaction.atomic
+def defaults_load() -> DefaultsReport:
+    """Install the default tenant, intents, patterns and policy; idempotent.
+
+    Only what is missing is created and nothing is updated, so an admin's edits
+    survive. An intent's default patterns are installed only together with the
+    intent, and a scope's only while that scope has no patterns at all: a rule
+    an admin deleted does not come back.
+    """
+    tenant_get_or_create_default()
+    intents_created = patterns_created = scope_created = 0
+    for default in DEFAULT_INTENTS:
+        intent, created = Intent.objects.get_or_create(
+            slug=default.slug,
+            defaults={
+                "name": default.name,
+                "description": default.description,
+                "priority": default.priority,
+            },
+        )
+        if not created:
+            continue
+        intents_created += 1
+        for pattern in default.patterns:
+            IntentPattern(
+                intent=intent, kind=_kind(pattern), pattern=pattern.pattern, weight=pattern.weight
+            ).save()
+            patterns_created += 1
+    for scope, patterns in DEFAULT_SCOPE_PATTERNS.items():
+        if ScopePattern.objects.filter(scope=scope).exists():
+            continue
+        for pattern in patterns:
+            ScopePattern(
+                scope=scope, kind=_kind(pattern), pattern=pattern.pattern, weight=pattern.weight
+            ).save()
+            scope_created += 1
+    _, policy_created = RoutingPolicy.objects.get_or_create(key="default")
+    return DefaultsReport(intents_created, patterns_created, scope_created, policy_created)
