@@ -28,7 +28,15 @@ class RoutingDecisionAdmin(ReadOnlyAdmin):
 
 @admin.register(PerformanceRecord)
 class PerformanceRecordAdmin(ReadOnlyAdmin):
-    list_display = ["backend", "flow", "intent", "latency_ms", "success", "error_type", "created_at"]
+    list_display = [
+        "backend",
+        "flow",
+        "intent",
+        "latency_ms",
+        "success",
+        "error_type",
+        "created_at",
+    ]
     list_filter = ["success", "backend", "intent", "error_type"]
     search_fields = ["backend__name", "flow__name", "intent", "error_type"]
     list_select_related = ["backend", "flow"]

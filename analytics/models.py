@@ -105,7 +105,9 @@ class PerformanceRecord(models.Model):
     """One attempt to run a flow, failed ones included; feeds the performance score."""
 
     backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="performance")
-    flow = models.ForeignKey(Flow, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    flow = models.ForeignKey(
+        Flow, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     decision = models.ForeignKey(
         RoutingDecision,
         on_delete=models.SET_NULL,

@@ -13,6 +13,10 @@ from flywheel.admin_base import ReadOnlyAdmin
 
 
 class BackendForm(forms.ModelForm):
+    # Backends usually sit on a private network without TLS: no scheme means http.
+    base_url = forms.URLField(
+        max_length=500, assume_scheme="http", help_text="e.g. http://127.0.0.1:3000"
+    )
     api_key = forms.CharField(
         required=False,
         strip=True,
@@ -47,17 +51,20 @@ class BackendForm(forms.ModelForm):
         return cleaned
 
 
+HEALTH_FIELDS = (
+    "healthy",
+    "last_checked_at",
+    "latency_ms",
+    "consecutive_failures",
+    "cooldown_until",
+    "last_error",
+)
+
+
 class BackendHealthInline(admin.StackedInline):
     model = BackendHealth
-    fields = [
-        "healthy",
-        "last_checked_at",
-        "latency_ms",
-        "consecutive_failures",
-        "cooldown_until",
-        "last_error",
-    ]
-    readonly_fields = fields
+    fields = HEALTH_FIELDS
+    readonly_fields = HEALTH_FIELDS
     can_delete = False
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -113,4 +113,5 @@ class HealthCheck(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.backend.name} at {self.checked_at:%Y-%m-%d %H:%M:%S}: {'ok' if self.ok else 'failed'}"
+        state = "ok" if self.ok else "failed"
+        return f"{self.backend.name} at {self.checked_at:%Y-%m-%d %H:%M:%S}: {state}"

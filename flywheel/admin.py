@@ -13,11 +13,13 @@ from flywheel.errors import ValidationError
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
 
+READONLY_KEY_FIELDS = ("tenant", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+
 
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
-    fields = ["name", "prefix", "created_at", "last_used_at", "revoked_at"]
-    readonly_fields = fields
+    fields = READONLY_KEY_FIELDS[1:]
+    readonly_fields = READONLY_KEY_FIELDS[1:]
     extra = 0
     can_delete = False
     show_change_link = True
@@ -49,18 +51,18 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_select_related = ["tenant"]
     actions = ["revoke"]
     # hashed_key is never shown: it is not the key, but nothing is gained by showing it.
-    readonly_fields = ["tenant", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = READONLY_KEY_FIELDS
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any):
         if obj is None:
             kwargs["form"] = ApiKeyCreateForm
         return super().get_form(request, obj, change, **kwargs)
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [] if obj is None else self.readonly_fields
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return () if obj is None else READONLY_KEY_FIELDS
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return ["tenant", "name"] if obj is None else self.readonly_fields
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return ("tenant", "name") if obj is None else READONLY_KEY_FIELDS
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:

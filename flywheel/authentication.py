@@ -29,6 +29,16 @@ class ApiClient:
     is_anonymous = False
 
 
+def request_api_key(request: Request) -> ApiKey:
+    """The API key that authenticated ``request``.
+
+    Raises AuthenticationError when the request was not authenticated by a key.
+    """
+    if not isinstance(request.auth, ApiKey):
+        raise AuthenticationError("This endpoint needs an API key.")
+    return request.auth
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 

@@ -20,7 +20,7 @@ class ApplicationError(Exception):
     """Base of every error a service raises on purpose."""
 
     type = "ApplicationError"
-    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
+    status_code: int = status.HTTP_500_INTERNAL_SERVER_ERROR
 
     def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -98,7 +98,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
 
     if isinstance(exc, drf_exceptions.ValidationError):
         detail = exc.detail
-        details = {"fields": detail} if isinstance(detail, dict) else {"errors": detail}
+        details: dict[str, Any] = (
+            {"fields": detail} if isinstance(detail, dict) else {"errors": detail}
+        )
         message = "The request is not valid."
     else:
         details = {}

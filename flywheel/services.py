@@ -26,9 +26,7 @@ def hash_api_key(raw_key: str) -> str:
 
 def tenant_get_or_create_default() -> Tenant:
     """Return the tenant that owns work done without an API key (CLI, first run)."""
-    tenant, _ = Tenant.objects.get_or_create(
-        slug=DEFAULT_TENANT_SLUG, defaults={"name": "Default"}
-    )
+    tenant, _ = Tenant.objects.get_or_create(slug=DEFAULT_TENANT_SLUG, defaults={"name": "Default"})
     return tenant
 
 

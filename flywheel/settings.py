@@ -44,7 +44,7 @@ def _generated_secret_key() -> str:
 DEBUG = read("DJANGO_DEBUG", as_bool, False)
 SECRET_KEY = read("DJANGO_SECRET_KEY", str, "") or _generated_secret_key()
 ALLOWED_HOSTS = read("DJANGO_ALLOWED_HOSTS", as_list, ["127.0.0.1", "localhost"])
-CSRF_TRUSTED_ORIGINS = read("DJANGO_CSRF_TRUSTED_ORIGINS", as_list, [])
+CSRF_TRUSTED_ORIGINS: list[str] = read("DJANGO_CSRF_TRUSTED_ORIGINS", as_list, [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -97,7 +97,9 @@ TEMPLATES = [
 # PostgreSQL in every real deployment and in the test suite; SQLite under var/
 # only as the zero-setup default of `make run`.
 DATABASES = {
-    "default": read("DATABASE_URL", as_database, as_database(f"sqlite:///{VAR_DIR}/flywheel.sqlite3"))
+    "default": read(
+        "DATABASE_URL", as_database, as_database(f"sqlite:///{VAR_DIR}/flywheel.sqlite3")
+    )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web, worker and beat share one file: WAL lets readers run beside the
@@ -154,6 +156,7 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+SERVE_STATIC = read("FLYWHEEL_SERVE_STATIC", as_bool, True)
 LOGIN_URL = "admin:login"
 
 # --- REST API ------------------------------------------------------------------

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from flywheel.authentication import request_api_key
 from flywheel.errors import error_body
 from flywheel.readiness import readiness_report
 
@@ -46,16 +47,18 @@ class WhoAmIView(APIView):
             "WhoAmI",
             {
                 "tenant": inline_serializer(
-                    "WhoAmITenant", {"slug": serializers.CharField(), "name": serializers.CharField()}
+                    "WhoAmITenant",
+                    {"slug": serializers.CharField(), "name": serializers.CharField()},
                 ),
                 "api_key": inline_serializer(
-                    "WhoAmIKey", {"name": serializers.CharField(), "prefix": serializers.CharField()}
+                    "WhoAmIKey",
+                    {"name": serializers.CharField(), "prefix": serializers.CharField()},
                 ),
             },
         )
     )
     def get(self, request: Request) -> Response:
-        api_key = request.auth
+        api_key = request_api_key(request)
         tenant = api_key.tenant
         return Response(
             {

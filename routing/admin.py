@@ -82,10 +82,13 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
         return False
 
 
+TURN_FIELDS = ("created_at", "question", "answer", "intent", "backend", "flow")
+
+
 class TurnInline(admin.TabularInline):
     model = Turn
-    fields = ["created_at", "question", "answer", "intent", "backend", "flow"]
-    readonly_fields = fields
+    fields = TURN_FIELDS
+    readonly_fields = TURN_FIELDS
     extra = 0
     can_delete = False
 

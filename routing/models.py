@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import BaseValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 
 from backends.models import Backend
@@ -50,6 +50,12 @@ class _RulePattern(models.Model):
     class Meta:
         abstract = True
 
+    def save(self, *args: object, **kwargs: object) -> None:
+        # Rules run on every question: never store one that was not checked,
+        # whichever door (admin, API, shell, fixture loader) saves it.
+        self.clean()
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
     def clean(self) -> None:
         super().clean()
         validate = validate_regex if self.kind == PatternKind.REGEX else validate_keyword
@@ -57,12 +63,6 @@ class _RulePattern(models.Model):
             validate(self.pattern)
         except ValidationError as err:
             raise ValidationError({"pattern": err.messages}) from err
-
-    def save(self, *args: object, **kwargs: object) -> None:
-        # Rules run on every question: never store one that was not checked,
-        # whichever door (admin, API, shell, fixture loader) saves it.
-        self.clean()
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
 
 
 class IntentPattern(_RulePattern):
@@ -118,7 +118,7 @@ class ScopePattern(_RulePattern):
         return f"{self.scope}: {self.pattern}"
 
 
-def _unit_interval() -> list[object]:
+def _unit_interval() -> list[BaseValidator]:
     return [MinValueValidator(0.0), MaxValueValidator(1.0)]
 
 
@@ -229,7 +229,9 @@ class Turn(models.Model):
     backend = models.ForeignKey(
         Backend, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    flow = models.ForeignKey(Flow, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    flow = models.ForeignKey(
+        Flow, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

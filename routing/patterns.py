@@ -10,13 +10,17 @@ tools) and tells the author early that the pattern is ambiguous.
 
 from __future__ import annotations
 
+import importlib
 import re
-import re._constants as sre_constants
-import re._parser as sre_parser
 from typing import Any, Protocol
 
 import re2
 from django.core.exceptions import ValidationError
+
+# The standard library's own regex parser, used only to inspect a pattern's
+# structure; it is private, hence imported by name (and typed loosely).
+sre_parser: Any = importlib.import_module("re._parser")
+sre_constants: Any = importlib.import_module("re._constants")
 
 MAX_PATTERN_LENGTH = 500
 # A repeat whose upper bound exceeds this counts as unbounded for nesting.
@@ -38,14 +42,18 @@ def _options() -> Any:
 def keyword_regex(keyword: str) -> str:
     """The regex for a keyword rule: the words, case-insensitive, on word boundaries."""
     words = keyword.split()
-    return r"\b" + r"\s+".join(re.escape(word) for word in words) + r"\b"
+    body = r"\s+".join(re.escape(word) for word in words)
+    # \b only beside a word character: "c++" must still match before a space.
+    start = r"\b" if re.match(r"\w", words[0]) else ""
+    end = r"\b" if re.search(r"\w$", words[-1]) else ""
+    return start + body + end
 
 
 def _nested_repeat(items: Any, inside_large_repeat: bool) -> str | None:
     """Return a description of the first nested repetition found, if any."""
     for op, arg in items:
         if op in _REPEATS:
-            low, high, sub = arg
+            _low, high, sub = arg
             if inside_large_repeat and high > 1:
                 return "a repeated group contains another repetition"
             large = high == sre_constants.MAXREPEAT or high > _LARGE_REPEAT

@@ -22,12 +22,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         slug = options["tenant"]
-        if slug == DEFAULT_TENANT_SLUG:
-            tenant = tenant_get_or_create_default()
-        else:
-            tenant = Tenant.objects.filter(slug=slug).first()
-            if tenant is None:
-                raise CommandError(f"No tenant with slug {slug!r}.")
+        found = (
+            tenant_get_or_create_default()
+            if slug == DEFAULT_TENANT_SLUG
+            else Tenant.objects.filter(slug=slug).first()
+        )
+        if found is None:
+            raise CommandError(f"No tenant with slug {slug!r}.")
+        tenant = found
         try:
             api_key, raw_key = api_key_create(tenant=tenant, name=options["name"])
         except ValidationError as err:

@@ -1,0 +1,64 @@
+# Flywheel: `make run` serves it on an embedded default; `make test` runs the suite.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: help run test lint format lock clean
+
+help:
+	@echo "make run    install, migrate, load defaults and serve web + worker + beat on $(HOST):$(PORT)"
+	@echo "make test   run the test suite on PostgreSQL and Redis (starts them if stopped)"
+	@echo "make lint   ruff (lint + format check) and mypy"
+	@echo "make format apply ruff's fixes and formatting"
+	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
+
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+		|| { echo "error: Flywheel needs Python 3.11 (found: $$($(PYTHON) --version 2>&1)); set PYTHON=/path/to/python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.base-installed: requirements/base.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements/base.txt
+	@touch $@
+
+$(VENV)/.dev-installed: requirements/dev.txt requirements/base.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements/dev.txt
+	@touch $@ $(VENV)/.base-installed
+
+run: $(VENV)/.base-installed
+	HOST=$(HOST) PORT=$(PORT) scripts/run.sh
+
+test: $(VENV)/.dev-installed
+	scripts/test.sh $(ARGS)
+
+lint: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+
+format: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+# Re-pin: resolve the top-level requirements in a scratch venv and freeze them.
+lock:
+	rm -rf var/lock-venv && $(PYTHON) -m venv var/lock-venv
+	var/lock-venv/bin/pip install --quiet --upgrade pip
+	var/lock-venv/bin/pip install --quiet -r requirements/base.in
+	{ echo "# Pinned runtime dependencies: generated from base.in by 'make lock'."; \
+	  var/lock-venv/bin/pip freeze --exclude pip; } > requirements/base.txt
+	var/lock-venv/bin/pip freeze --exclude pip | sort > var/lock-base.txt
+	var/lock-venv/bin/pip install --quiet -r requirements/dev.in
+	{ echo "# Pinned development dependencies: generated from dev.in by 'make lock'."; \
+	  echo "-r base.txt"; \
+	  var/lock-venv/bin/pip freeze --exclude pip | sort | comm -13 var/lock-base.txt -; } > requirements/dev.txt
+	rm -rf var/lock-venv var/lock-base.txt
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Serve Flywheel on one machine: web (uvicorn), Celery worker and beat.
+# With no DATABASE_URL / CACHE_URL / CELERY_BROKER_URL set, everything lives
+# under var/ (SQLite, a file cache, a filesystem broker): no server needed.
+# Ctrl-C stops all three.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HOST=${HOST:-127.0.0.1}
+PORT=${PORT:-8000}
+BIN=.venv/bin
+
+$BIN/python manage.py migrate --noinput -v 0
+$BIN/python manage.py load_defaults
+$BIN/python manage.py bootstrap --url "http://$HOST:$PORT"
+
+pids=()
+stop() {
+    trap - INT TERM EXIT
+    echo "Stopping Flywheel..." >&2
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+$BIN/celery -A flywheel worker --loglevel INFO --concurrency 2 &
+pids+=($!)
+$BIN/celery -A flywheel beat --loglevel INFO &
+pids+=($!)
+$BIN/uvicorn flywheel.asgi:application --host "$HOST" --port "$PORT" --lifespan off &
+pids+=($!)
+
+echo "Flywheel is starting on http://$HOST:$PORT/ (health: /healthz, readiness: /readyz). Ctrl-C stops it." >&2
+# If any of the three exits, stop the others: a half-running stack is worse than none.
+wait -n "${pids[@]}"

@@ -1,0 +1,48 @@
+"""Shared fixtures. The suite runs on PostgreSQL and Redis (see scripts/test.sh)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from backends.models import Backend
+from flywheel.models import Tenant
+from flywheel.services import api_key_create
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if connection.vendor != "postgresql":
+        pytest.exit(
+            f"The test suite runs on PostgreSQL, not {connection.vendor}: "
+            "run it with `make test` or set DATABASE_URL=postgres://...",
+            returncode=2,
+        )
+
+
+@pytest.fixture
+def tenant(db) -> Tenant:
+    return Tenant.objects.create(name="Acme", slug="acme")
+
+
+@pytest.fixture
+def raw_api_key(tenant: Tenant) -> str:
+    _, raw_key = api_key_create(tenant=tenant, name="tests")
+    return raw_key
+
+
+@pytest.fixture
+def api_client(raw_api_key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_api_key}")
+    return client
+
+
+@pytest.fixture
+def backend(db) -> Backend:
+    return Backend.objects.create(
+        name="flowise-main",
+        kind="flowise",
+        base_url="http://127.0.0.1:3000",
+        api_key="sk-flowise-SECRET-do-not-render",
+    )

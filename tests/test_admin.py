@@ -1,0 +1,229 @@
+"""Every admin page loads; secrets are never rendered; unsafe patterns are refused."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.contrib import admin
+from django.db.models import Model
+from django.test import Client
+from django.urls import reverse
+
+from analytics.models import DecisionRollup, PerformanceRecord, RoutingDecision
+from backends.models import Backend, BackendHealth, HealthCheck
+from chatflows.models import Flow
+from flywheel.models import ApiKey, Tenant
+from flywheel.services import api_key_authenticate, api_key_create
+from routing.models import Intent, IntentPattern, RoutingPolicy, Session, Turn
+from routing.services import defaults_load
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "sk-flowise-SECRET-do-not-render"
+
+
+@pytest.fixture
+def populated(tenant: Tenant, backend: Backend) -> dict[type, object]:
+    """One row of every model, so that change pages and inlines render too."""
+    defaults_load()
+    flow = Flow.objects.create(backend=backend, external_id="f1", name="Echo", deployed=True)
+    session = Session.objects.create(tenant=tenant)
+    decision = RoutingDecision.objects.create(
+        tenant=tenant, question="q", outcome="success", backend=backend, flow=flow
+    )
+    api_key, _ = api_key_create(tenant=tenant, name="admin test")
+    return {
+        Tenant: tenant,
+        ApiKey: api_key,
+        Backend: backend,
+        BackendHealth: BackendHealth.objects.create(backend=backend, healthy=True),
+        HealthCheck: HealthCheck.objects.create(backend=backend, ok=False, error="refused"),
+        Flow: flow,
+        Intent: Intent.objects.get(slug="code-review"),
+        IntentPattern: IntentPattern.objects.first(),
+        RoutingPolicy: RoutingPolicy.objects.get(),
+        Session: session,
+        Turn: Turn.objects.create(session=session, question="q", answer="a", backend=backend),
+        RoutingDecision: decision,
+        PerformanceRecord: PerformanceRecord.objects.create(
+            backend=backend, flow=flow, intent="general", latency_ms=5, success=True
+        ),
+        DecisionRollup: DecisionRollup.objects.create(
+            bucket_start=datetime(2026, 1, 1, tzinfo=UTC), tenant=tenant, backend=backend
+        ),
+    }
+
+
+def _registered_models() -> list[type[Model]]:
+    return [m for m in admin.site._registry if m._meta.app_label != "auth"]
+
+
+def _url(model: type[Model], view: str, *args: object) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+def test_every_project_model_has_an_admin() -> None:
+    ours = {"flywheel", "backends", "chatflows", "routing", "analytics"}
+    from django.apps import apps
+
+    models = {m for m in apps.get_models() if m._meta.app_label in ours}
+    assert models <= set(admin.site._registry)
+
+
+def test_every_changelist_add_and_change_page_loads(admin_client: Client, populated) -> None:
+    for model in _registered_models():
+        changelist = admin_client.get(_url(model, "changelist"))
+        assert changelist.status_code == 200, model
+
+        can_add = admin.site._registry[model].has_add_permission(changelist.wsgi_request)
+        add = admin_client.get(_url(model, "add"))
+        assert add.status_code == (200 if can_add else 403), model
+
+        if model in populated:
+            change = admin_client.get(_url(model, "change", populated[model].pk))
+            assert change.status_code == 200, model
+
+
+def test_changelist_filters_and_search_answer(admin_client: Client, populated) -> None:
+    for model in _registered_models():
+        response = admin_client.get(_url(model, "changelist"), {"q": "echo"})
+        assert response.status_code == 200, model
+
+
+def test_no_admin_page_renders_a_backend_api_key(admin_client: Client, populated) -> None:
+    backend = populated[Backend]
+    pages = [
+        _url(Backend, "changelist"),
+        _url(Backend, "change", backend.pk),
+        _url(BackendHealth, "changelist"),
+        _url(Flow, "change", populated[Flow].pk),
+        _url(RoutingDecision, "change", populated[RoutingDecision].pk),
+    ]
+    for page in pages:
+        html = admin_client.get(page).content.decode()
+        assert SECRET not in html, page
+        assert "SECRET" not in html, page
+
+
+def test_the_backend_page_says_whether_a_key_is_set(admin_client: Client, populated) -> None:
+    html = admin_client.get(_url(Backend, "changelist")).content.decode()
+
+    assert "set (hidden)" in html
+
+
+def _backend_form(backend: Backend, **changes: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "name": backend.name,
+        "kind": backend.kind,
+        "base_url": backend.base_url,
+        "api_key": "",
+        "enabled": "on",
+        "timeout_seconds": backend.timeout_seconds,
+        "weight": backend.weight,
+        "tenant": "",
+        "health-TOTAL_FORMS": "0",
+        "health-INITIAL_FORMS": "0",
+        "health-MIN_NUM_FORMS": "0",
+        "health-MAX_NUM_FORMS": "1",
+    }
+    data.update(changes)
+    return data
+
+
+def test_a_blank_key_field_keeps_the_stored_key(admin_client: Client, backend: Backend) -> None:
+    response = admin_client.post(
+        _url(Backend, "change", backend.pk), _backend_form(backend, name="renamed")
+    )
+
+    assert response.status_code == 302
+    backend.refresh_from_db()
+    assert (backend.name, backend.api_key) == ("renamed", SECRET)
+
+
+def test_a_new_key_replaces_the_stored_key(admin_client: Client, backend: Backend) -> None:
+    admin_client.post(_url(Backend, "change", backend.pk), _backend_form(backend, api_key="new"))
+
+    backend.refresh_from_db()
+    assert backend.api_key == "new"
+
+
+def test_the_stored_key_can_be_removed(admin_client: Client, backend: Backend) -> None:
+    admin_client.post(
+        _url(Backend, "change", backend.pk), _backend_form(backend, clear_api_key="on")
+    )
+
+    backend.refresh_from_db()
+    assert backend.api_key == ""
+
+
+def test_an_unsafe_pattern_is_refused_with_a_message(admin_client: Client, db) -> None:
+    intent = Intent.objects.create(slug="x", name="X")
+
+    response = admin_client.post(
+        _url(IntentPattern, "add"),
+        {"intent": intent.pk, "kind": "regex", "pattern": "(a+)+$", "weight": 1, "enabled": "on"},
+    )
+
+    assert response.status_code == 200
+    assert "backtrack catastrophically" in response.content.decode()
+    assert not IntentPattern.objects.exists()
+
+
+def test_adding_an_api_key_shows_it_once_and_stores_its_digest(
+    admin_client: Client, tenant: Tenant
+) -> None:
+    response = admin_client.post(
+        _url(ApiKey, "add"), {"tenant": tenant.pk, "name": "from admin"}, follow=True
+    )
+
+    messages = [str(m) for m in response.context["messages"]]
+    shown = next(m for m in messages if "will not be shown again" in m)
+    raw_key = shown.rsplit(" ", 1)[-1]
+    assert api_key_authenticate(raw_key=raw_key).name == "from admin"
+    later = admin_client.get(_url(ApiKey, "change", ApiKey.objects.get().pk)).content.decode()
+    assert raw_key not in later
+    assert ApiKey.objects.get().hashed_key not in later
+
+
+def test_the_revoke_action_revokes_keys(admin_client: Client, tenant: Tenant) -> None:
+    api_key, _ = api_key_create(tenant=tenant, name="old")
+
+    admin_client.post(
+        _url(ApiKey, "changelist"), {"action": "revoke", "_selected_action": [api_key.pk]}
+    )
+
+    api_key.refresh_from_db()
+    assert api_key.revoked_at is not None
+
+
+def test_editing_flow_keywords_marks_them_as_hand_edited(
+    admin_client: Client, backend: Backend
+) -> None:
+    flow = Flow.objects.create(backend=backend, external_id="f", name="Echo", intent_keywords=[])
+
+    response = admin_client.post(
+        _url(Flow, "change", flow.pk),
+        {
+            "name": "Echo",
+            "flow_type": "",
+            "description": "",
+            "endpoint_name": "",
+            "intent_keywords": '["code-review"]',
+            "scope": "any",
+        },
+    )
+
+    assert response.status_code == 302
+    flow.refresh_from_db()
+    assert flow.intent_keywords == ["code-review"]
+    assert flow.keywords_edited is True
+
+
+def test_decisions_cannot_be_edited_or_deleted(admin_client: Client, populated) -> None:
+    decision = populated[RoutingDecision]
+
+    response = admin_client.post(_url(RoutingDecision, "delete", decision.pk), {"post": "yes"})
+
+    assert response.status_code == 403
+    assert RoutingDecision.objects.filter(pk=decision.pk).exists()

@@ -1,0 +1,101 @@
+"""API keys: stored hashed, shown once, revocable, and they authenticate the API."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from flywheel.errors import AuthenticationError, ValidationError
+from flywheel.models import ApiKey, Tenant
+from flywheel.services import api_key_authenticate, api_key_create, api_key_revoke, hash_api_key
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_key_is_stored_only_as_its_digest(tenant: Tenant) -> None:
+    api_key, raw_key = api_key_create(tenant=tenant, name="ci")
+
+    stored = ApiKey.objects.get(pk=api_key.pk)
+    assert raw_key.startswith(f"fw_{stored.prefix}_")
+    assert stored.hashed_key == hash_api_key(raw_key)
+    assert raw_key not in {stored.hashed_key, stored.prefix, stored.name}
+
+
+def test_a_key_round_trips_to_its_tenant_and_notes_its_use(tenant: Tenant) -> None:
+    created, raw_key = api_key_create(tenant=tenant, name="ci")
+
+    found = api_key_authenticate(raw_key=raw_key)
+
+    assert found.pk == created.pk
+    assert found.tenant == tenant
+    assert ApiKey.objects.get(pk=created.pk).last_used_at is not None
+
+
+@pytest.mark.parametrize("raw_key", ["", "fw_nope_nope", "not-a-key"])
+def test_an_unknown_key_does_not_authenticate(tenant: Tenant, raw_key: str) -> None:
+    api_key_create(tenant=tenant, name="ci")
+
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_key)
+
+
+def test_a_revoked_key_stops_authenticating(tenant: Tenant) -> None:
+    api_key, raw_key = api_key_create(tenant=tenant, name="ci")
+
+    api_key_revoke(api_key=api_key)
+
+    assert api_key.revoked_at is not None
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_key)
+
+
+def test_a_key_of_an_inactive_tenant_stops_authenticating(tenant: Tenant) -> None:
+    _, raw_key = api_key_create(tenant=tenant, name="ci")
+    Tenant.objects.filter(pk=tenant.pk).update(is_active=False)
+
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_key)
+
+
+def test_a_key_needs_a_name(tenant: Tenant) -> None:
+    with pytest.raises(ValidationError):
+        api_key_create(tenant=tenant, name="  ")
+    assert not ApiKey.objects.exists()
+
+
+def test_the_api_knows_the_tenant_behind_a_key(api_client: APIClient, tenant: Tenant) -> None:
+    response = api_client.get("/api/v1/whoami")
+
+    assert response.status_code == 200
+    assert response.json()["tenant"] == {"slug": "acme", "name": "Acme"}
+
+
+@pytest.mark.parametrize(
+    "header", [None, "Bearer fw_00000000_wrong", "Token abc", "Bearer", "Basic dXNlcjpwYXNz"]
+)
+def test_the_api_refuses_a_missing_or_bad_key_in_the_error_shape(db, header: str | None) -> None:
+    client = APIClient()
+    if header:
+        client.credentials(HTTP_AUTHORIZATION=header)
+
+    response = client.get("/api/v1/whoami")
+
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    error = response.json()["error"]
+    assert error["type"] == "AuthenticationError"
+    assert error["message"]
+    assert error["details"] == {}
+
+
+def test_the_create_api_key_command_prints_the_key_once(tenant: Tenant) -> None:
+    out, err = StringIO(), StringIO()
+
+    call_command("create_api_key", "--name", "cli", "--tenant", "acme", stdout=out, stderr=err)
+
+    raw_key = out.getvalue().strip()
+    assert api_key_authenticate(raw_key=raw_key).tenant == tenant
+    assert raw_key not in err.getvalue()

@@ -1,0 +1,88 @@
+"""load_defaults installs the seed intents, scope patterns and policy, idempotently."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from flywheel.models import Tenant
+from routing.models import Intent, IntentPattern, RoutingPolicy, ScopePattern
+
+pytestmark = pytest.mark.django_db
+
+SEED_INTENTS = {
+    "creative-orientation",
+    "technical-analysis",
+    "document-qa",
+    "code-review",
+    "general",
+    "summarize",
+    "conversation-query",
+}
+
+
+def _counts() -> tuple[int, int, int, int, int]:
+    return (
+        Intent.objects.count(),
+        IntentPattern.objects.count(),
+        ScopePattern.objects.count(),
+        RoutingPolicy.objects.count(),
+        Tenant.objects.count(),
+    )
+
+
+def test_it_installs_the_seed_intents_scopes_and_policy() -> None:
+    call_command("load_defaults", stdout=StringIO())
+
+    assert set(Intent.objects.values_list("slug", flat=True)) == SEED_INTENTS
+    assert IntentPattern.objects.filter(intent__slug="code-review").exists()
+    assert set(ScopePattern.objects.values_list("scope", flat=True)) == {"global", "local"}
+    policy = RoutingPolicy.objects.get()
+    assert (policy.weight_match, policy.weight_health, policy.weight_performance) == (0.5, 0.3, 0.2)
+    assert Tenant.objects.filter(slug="default").exists()
+
+
+def test_running_it_twice_changes_nothing() -> None:
+    call_command("load_defaults", stdout=StringIO())
+    before = _counts()
+    out = StringIO()
+
+    call_command("load_defaults", stdout=out)
+
+    assert _counts() == before
+    assert "0 intent(s), 0 pattern(s), 0 scope pattern(s) created; policy kept" in out.getvalue()
+
+
+def test_admin_edits_survive_running_it_again() -> None:
+    call_command("load_defaults", stdout=StringIO())
+    Intent.objects.filter(slug="general").update(name="Anything else", enabled=False)
+    removed = IntentPattern.objects.filter(intent__slug="code-review").first()
+    assert removed is not None
+    removed.delete()
+    ScopePattern.objects.filter(scope="global").delete()
+    ScopePattern.objects.create(scope="global", kind="keyword", pattern="landscape")
+    RoutingPolicy.objects.update(weight_match=0.9, confidence_threshold=0.5)
+
+    call_command("load_defaults", stdout=StringIO())
+
+    general = Intent.objects.get(slug="general")
+    assert (general.name, general.enabled) == ("Anything else", False)
+    assert not IntentPattern.objects.filter(
+        intent__slug="code-review", kind=removed.kind, pattern=removed.pattern
+    ).exists()
+    assert list(ScopePattern.objects.filter(scope="global").values_list("pattern", flat=True)) == [
+        "landscape"
+    ]
+    policy = RoutingPolicy.objects.get()
+    assert (policy.weight_match, policy.confidence_threshold) == (0.9, 0.5)
+
+
+def test_a_deleted_default_intent_comes_back_with_its_patterns() -> None:
+    call_command("load_defaults", stdout=StringIO())
+    Intent.objects.filter(slug="summarize").delete()
+
+    call_command("load_defaults", stdout=StringIO())
+
+    assert IntentPattern.objects.filter(intent__slug="summarize").exists()
