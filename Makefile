@@ -8,14 +8,17 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help run test lint format lock clean
+.PHONY: help run test test-live lint format lock clean
 
 help:
 	@echo "make run    install, migrate, load defaults and serve web + worker + beat on $(HOST):$(PORT)"
 	@echo "make test   run the test suite on PostgreSQL and Redis (starts them if stopped)"
+	@echo "make test-live  run the tests marked live against the servers of make peers"
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make format apply ruff's fixes and formatting"
 	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
+	@echo "make peers  install, start and seed real Flowise + Langflow on loopback; register them as backends"
+	@echo "make peers-stop  stop the servers started by make peers"
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
@@ -35,7 +38,11 @@ run: $(VENV)/.base-installed
 	HOST=$(HOST) PORT=$(PORT) scripts/run.sh
 
 test: $(VENV)/.dev-installed
-	scripts/test.sh $(ARGS)
+	scripts/test.sh -m "not live" $(ARGS)
+
+# Tests against the real servers of `make peers`; FLYWHEEL_LIVE=1 makes an unreachable one fail.
+test-live: $(VENV)/.dev-installed
+	scripts/test.sh -m live $(ARGS)
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
@@ -59,6 +66,16 @@ lock:
 	  echo "-r base.txt"; \
 	  var/lock-venv/bin/pip freeze --exclude pip | sort | comm -13 var/lock-base.txt -; } > requirements/dev.txt
 	rm -rf var/lock-venv var/lock-base.txt
+
+# Live peers: real Flowise 3.1.4 (port 3100) and Langflow 1.13.0 (port 7860)
+# installed into ~/.cache/flywheel/peers; credentials land in var/peers.env.
+.PHONY: peers peers-stop
+
+peers: $(VENV)/.dev-installed
+	scripts/peers/install.sh && scripts/peers/start.sh && $(PY) scripts/peers/seed.py && scripts/peers/register.sh
+
+peers-stop:
+	scripts/peers/stop.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from backends.errors import BackendError
 from backends.models import Backend, BackendHealth, HealthCheck
+from backends.services import ahealth_check_all
+from chatflows.services import adiscover_all
 from flywheel.admin_base import ReadOnlyAdmin
 
 
@@ -79,6 +84,30 @@ class BackendAdmin(admin.ModelAdmin):
     search_fields = ["name", "base_url"]
     list_select_related = ["health", "tenant"]
     inlines = [BackendHealthInline]
+    actions = ["check_health_now", "discover_flows_now"]
+
+    @admin.action(description="Check health of selected backends now")
+    def check_health_now(self, request: HttpRequest, queryset: QuerySet[Backend]) -> None:
+        for outcome in async_to_sync(ahealth_check_all)(list(queryset)):
+            if isinstance(outcome, BackendError):
+                self.message_user(request, outcome.message, messages.ERROR)
+            else:
+                level = messages.SUCCESS if outcome.ok else messages.WARNING
+                state = "healthy" if outcome.ok else f"unhealthy: {outcome.error}"
+                self.message_user(request, f"{outcome.backend}: {state}", level)
+
+    @admin.action(description="Discover flows of selected backends now")
+    def discover_flows_now(self, request: HttpRequest, queryset: QuerySet[Backend]) -> None:
+        for report in async_to_sync(adiscover_all)(list(queryset)):
+            if isinstance(report, BackendError):
+                self.message_user(request, report.message, messages.ERROR)
+            else:
+                self.message_user(
+                    request,
+                    f"{report.backend}: {report.added} added, {report.updated} updated, "
+                    f"{report.removed} removed",
+                    messages.SUCCESS,
+                )
 
     @admin.display(description="API key")
     def api_key_state(self, obj: Backend) -> str:

@@ -197,6 +197,8 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
+    # One line per backend request is noise at INFO; failures are logged by the services.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }
 
 # --- Flywheel --------------------------------------------------------------------

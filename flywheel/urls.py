@@ -7,10 +7,18 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
 
+from backends.api import BackendViewSet
+from chatflows.api import FlowListView
 from flywheel import errors, views
 
+router = SimpleRouter(trailing_slash=False)
+router.register("backends", BackendViewSet, basename="backend")
+
 api_v1 = [
+    *router.urls,
+    path("flows", FlowListView.as_view(), name="flows"),
     path("whoami", views.WhoAmIView.as_view(), name="whoami"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

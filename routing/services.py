@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from backends.schedules import schedules_install
 from flywheel.services import tenant_get_or_create_default
 from routing.defaults import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS, DefaultPattern
 from routing.models import Intent, IntentPattern, PatternKind, RoutingPolicy, ScopePattern
@@ -17,6 +18,7 @@ class DefaultsReport:
     patterns_created: int
     scope_patterns_created: int
     policy_created: bool
+    schedules_created: int
 
 
 def _kind(pattern: DefaultPattern) -> str:
@@ -31,7 +33,7 @@ def routing_policy_get() -> RoutingPolicy:
 
 @transaction.atomic
 def defaults_load() -> DefaultsReport:
-    """Install the default tenant, intents, patterns and policy; idempotent.
+    """Install the default tenant, intents, patterns, policy and periodic tasks; idempotent.
 
     Only what is missing is created and nothing is updated, so an admin's edits
     survive. An intent's default patterns are installed only together with the
@@ -66,4 +68,7 @@ def defaults_load() -> DefaultsReport:
             ).save()
             scope_created += 1
     _, policy_created = RoutingPolicy.objects.get_or_create(key="default")
-    return DefaultsReport(intents_created, patterns_created, scope_created, policy_created)
+    schedules_created = schedules_install()
+    return DefaultsReport(
+        intents_created, patterns_created, scope_created, policy_created, schedules_created
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+import respx
 from django.contrib import admin
 from django.db.models import Model
 from django.test import Client
@@ -17,6 +18,7 @@ from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_authenticate, api_key_create
 from routing.models import Intent, IntentPattern, RoutingPolicy, Session, Turn
 from routing.services import defaults_load
+from tests.captured import response
 
 pytestmark = pytest.mark.django_db
 
@@ -227,3 +229,21 @@ def test_decisions_cannot_be_edited_or_deleted(admin_client: Client, populated) 
 
     assert response.status_code == 403
     assert RoutingDecision.objects.filter(pk=decision.pk).exists()
+
+
+@respx.mock
+@pytest.mark.django_db(transaction=True)
+def test_the_health_action_probes_the_selected_backends(
+    admin_client: Client, backend: Backend
+) -> None:
+    respx.get(f"{backend.base_url}/api/v1/ping").mock(return_value=response("flowise", "ping"))
+
+    result = admin_client.post(
+        _url(Backend, "changelist"),
+        {"action": "check_health_now", "_selected_action": [backend.pk]},
+        follow=True,
+    )
+
+    shown = [str(m) for m in result.context["messages"]]
+    assert f"{backend.name}: healthy" in shown
+    assert HealthCheck.objects.filter(backend=backend, ok=True).exists()

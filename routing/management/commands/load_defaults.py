@@ -17,5 +17,6 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Defaults: {report.intents_created} intent(s), {report.patterns_created} "
             f"pattern(s), {report.scope_patterns_created} scope pattern(s) created; "
-            f"policy {'created' if report.policy_created else 'kept'}."
+            f"policy {'created' if report.policy_created else 'kept'}; "
+            f"{report.schedules_created} periodic task(s) created."
         )

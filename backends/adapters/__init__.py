@@ -1,0 +1,63 @@
+"""The adapter registry: ``Backend.kind`` -> adapter class, and one pooled client per backend.
+
+Adding a backend kind means writing one module and adding one line to ADAPTERS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+
+import httpx
+
+from backends.adapters.base import BackendConfig, FlowBackend
+from backends.adapters.flowise import FlowiseBackend
+from backends.adapters.langflow import LangflowBackend
+
+ADAPTERS: dict[str, type[FlowiseBackend] | type[LangflowBackend]] = {
+    "flowise": FlowiseBackend,
+    "langflow": LangflowBackend,
+}
+
+# An httpx.AsyncClient belongs to the event loop it first ran on, so the pool
+# is kept per loop: one client per backend inside a server's loop, and a fresh
+# set for each asyncio.run() of a command or task (dropped with its loop).
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[object, ...], FlowBackend]]
+_pools = weakref.WeakKeyDictionary()
+_closing: set[asyncio.Task[None]] = set()  # keeps close tasks alive until they finish
+
+
+def build_adapter(
+    config: BackendConfig, transport: httpx.AsyncBaseTransport | None = None
+) -> FlowBackend:
+    """A new adapter with its own client (tests pass a transport)."""
+    try:
+        adapter_class = ADAPTERS[config.kind]
+    except KeyError as err:
+        raise ValueError(f"No adapter for backend kind {config.kind!r}.") from err
+    return adapter_class.build(config, transport)
+
+
+def get_adapter(config: BackendConfig) -> FlowBackend:
+    """The pooled adapter for ``config`` in the running event loop.
+
+    A changed configuration (URL, key, timeout) gets a new client; the old
+    one is closed in the background.
+    """
+    loop = asyncio.get_running_loop()
+    pool = _pools.setdefault(loop, {})
+    adapter = pool.get(config.cache_key)
+    if adapter is None:
+        for key in [k for k in pool if k[0] == config.id]:
+            task = loop.create_task(pool.pop(key).aclose())
+            _closing.add(task)
+            task.add_done_callback(_closing.discard)
+        adapter = pool[config.cache_key] = build_adapter(config)
+    return adapter
+
+
+async def close_adapters() -> None:
+    """Close every pooled client of the running loop (at shutdown, in tests)."""
+    pool = _pools.pop(asyncio.get_running_loop(), {})
+    for adapter in pool.values():
+        await adapter.aclose()

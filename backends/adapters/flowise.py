@@ -1,0 +1,337 @@
+"""Flowise 3.x adapter.
+
+Quirks it survives (see the peers notes): unknown routes answer 200 with the
+UI's HTML page; deleting an unknown chatflow is a 500; a key-bound prediction
+without the key is a 500 "Unauthorized"; the generator reports failure as a
+200 with an ``error`` field; a top-level ``sessionId`` is ignored (it must go
+inside ``overrideConfig``); a streaming request that fails before streaming
+never answers (hence the read timeout); ``flowData`` travels as a JSON string.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+
+from backends.adapters.base import (
+    BackendConfig,
+    DiscoveredFlow,
+    ExecutionResult,
+    FlowBackend,
+    HealthResult,
+    StreamEvent,
+)
+from backends.errors import (
+    BackendAuthenticationError,
+    BackendError,
+    BackendNotFoundError,
+    BackendRateLimitError,
+    BackendUnexpectedError,
+    BackendValidationError,
+)
+from backends.http import HttpClient, body_excerpt, json_body
+
+PAGE_SIZE = 100
+CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
+# Parameters with a conventional name that Flowise spells its own way.
+_PARAMETER_NAMES = {"max_tokens": "maxTokens", "top_p": "topP"}
+# Fields of a chatflow record that Flowise stores as JSON-encoded strings.
+_JSON_STRING_FIELDS = ("flowData", "apiConfig", "chatbotConfig", "analytic", "speechToText")
+
+
+def map_error(response: httpx.Response, backend: str) -> BackendError:
+    """Turn a Flowise error response into the right typed error."""
+    status = response.status_code
+    message = _error_message(response)
+    args: dict[str, Any] = {"backend": backend, "http_status": status}
+    text = f"Flowise backend {backend!r}: {message}"
+    lowered = message.lower()
+    if status in {401, 403} or (status == 500 and lowered.endswith("unauthorized")):
+        return BackendAuthenticationError(text, **args)
+    if status == 429:
+        return BackendRateLimitError(text, **args)
+    if status == 404 or "not found in the database" in lowered:
+        return BackendNotFoundError(text, **args)
+    if status in {400, 412, 422} or _is_bad_input(lowered):
+        return BackendValidationError(text, **args)
+    return BackendUnexpectedError(text, **args, details={"body": body_excerpt(response)})
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return body_excerpt(response) or f"HTTP {response.status_code}"
+    if isinstance(body, dict):
+        return str(body.get("message") or body.get("error") or body)
+    return str(body)
+
+
+def _is_bad_input(lowered_message: str) -> bool:
+    # Flowise answers 500 for several kinds of bad input; their messages say so.
+    markers = ("invalid chatflow", "is not valid json", "not null constraint", "invalid history")
+    return any(marker in lowered_message for marker in markers)
+
+
+def _json_or_not_found(response: httpx.Response, backend: str) -> Any:
+    """Flowise answers unknown routes with 200 and its UI's HTML page: treat as not found."""
+    if response.headers.get("content-type", "").startswith("text/html"):
+        raise BackendNotFoundError(
+            f"Flowise backend {backend!r} has no such route ({response.request.url.path}): "
+            "it answered with its web page. Is it a different Flowise version?",
+            backend=backend,
+            http_status=response.status_code,
+        )
+    return json_body(response, backend)
+
+
+def _decode_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A chatflow record with its JSON-string fields decoded into objects."""
+    decoded = dict(record)
+    for name in _JSON_STRING_FIELDS:
+        value = decoded.get(name)
+        if isinstance(value, str) and value:
+            # Keep what the server has if it is not JSON after all.
+            with contextlib.suppress(ValueError):
+                decoded[name] = json.loads(value)
+    return decoded
+
+
+def _encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A create/update body with object values of JSON-string fields encoded."""
+    body = dict(fields)
+    for name in _JSON_STRING_FIELDS:
+        if name in body and not isinstance(body[name], str | None):
+            body[name] = json.dumps(body[name])
+    return body
+
+
+def prediction_body(
+    question: str, session_id: str | None, parameters: Mapping[str, Any] | None, *, stream: bool
+) -> dict[str, Any]:
+    """The prediction request: parameters and the session id go into overrideConfig."""
+    override: dict[str, Any] = {}
+    extra = dict(parameters or {})
+    extra.pop("stream", None)
+    history = extra.pop("history", None)
+    for key, value in extra.items():
+        override[_PARAMETER_NAMES.get(key, key)] = value
+    if session_id:
+        override["sessionId"] = session_id
+    body: dict[str, Any] = {"question": question, "streaming": stream}
+    if override:
+        body["overrideConfig"] = override
+    if history:
+        body["history"] = list(history)
+    return body
+
+
+class FlowiseBackend(FlowBackend):
+    kind = "flowise"
+
+    @classmethod
+    def build(
+        cls, config: BackendConfig, transport: httpx.AsyncBaseTransport | None = None
+    ) -> FlowiseBackend:
+        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        http = HttpClient(
+            base_url=config.base_url,
+            backend_name=config.name,
+            error_mapper=map_error,
+            headers=headers,
+            timeout_seconds=config.timeout_seconds,
+            transport=transport,
+        )
+        return cls(config, http)
+
+    # --- health and discovery -------------------------------------------------
+
+    async def health_check(self) -> HealthResult:
+        started = time.perf_counter()
+        try:
+            response = await self.http.request("GET", "/api/v1/ping", retry=False, timeout=5.0)
+        except BackendError as err:
+            return HealthResult(False, _ms_since(started), err.message)
+        latency = _ms_since(started)
+        if response.text.strip() != "pong":
+            return HealthResult(False, latency, f"unexpected ping answer: {body_excerpt(response)}")
+        return HealthResult(True, latency)
+
+    async def discover_flows(self) -> list[DiscoveredFlow]:
+        records: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            response = await self.http.request(
+                "GET", "/api/v1/chatflows", params={"page": page, "limit": PAGE_SIZE}
+            )
+            body = _json_or_not_found(response, self.config.name)
+            if isinstance(body, list):  # a server that does not paginate sends everything
+                records.extend(body)
+                break
+            chunk = body.get("data") or []
+            records.extend(chunk)
+            if not chunk or len(records) >= int(body.get("total", 0)):
+                break
+            page += 1
+        return [_discovered(record) for record in records]
+
+    # --- running flows ---------------------------------------------------------
+
+    async def execute_flow(
+        self,
+        flow_id: str,
+        question: str,
+        *,
+        session_id: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> ExecutionResult:
+        body = prediction_body(question, session_id, parameters, stream=False)
+        response = await self.http.request("POST", f"/api/v1/prediction/{flow_id}", json=body)
+        data = _json_or_not_found(response, self.config.name)
+        if not isinstance(data, dict) or ("text" not in data and "json" not in data):
+            raise BackendUnexpectedError(
+                f"Flowise backend {self.config.name!r} answered without text.",
+                backend=self.config.name,
+                details={"body": body_excerpt(response)},
+            )
+        text = data.get("text")
+        if text is None:
+            text = json.dumps(data.get("json"))
+        metadata = {k: data[k] for k in ("chatId", "chatMessageId", "executionId") if k in data}
+        return ExecutionResult(
+            text=str(text), session_id=str(data.get("sessionId") or ""), metadata=metadata
+        )
+
+    async def stream_flow(
+        self,
+        flow_id: str,
+        question: str,
+        *,
+        session_id: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        body = prediction_body(question, session_id, parameters, stream=True)
+        async with self.http.stream("POST", f"/api/v1/prediction/{flow_id}", json=body) as response:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                # Not streamable (e.g. a custom-function CHATFLOW): a plain JSON answer.
+                await response.aread()
+                data = _json_or_not_found(response, self.config.name)
+                text = str(data.get("text", ""))
+                yield StreamEvent("chunk", text)
+                yield StreamEvent("end", text, str(data.get("sessionId") or ""))
+                return
+            parts: list[str] = []
+            session = ""
+            async for event, payload in _sse_events(response):
+                if event == "token" and payload:
+                    parts.append(str(payload))
+                    yield StreamEvent("chunk", str(payload))
+                elif event == "metadata" and isinstance(payload, dict):
+                    session = str(payload.get("sessionId") or payload.get("chatId") or "")
+                elif event == "error":
+                    raise map_stream_error(str(payload), self.config.name)
+                elif event == "end":
+                    break
+            yield StreamEvent("end", "".join(parts), session)
+
+    # --- chatflow management ------------------------------------------------------
+
+    async def list_chatflows(self, flow_type: str | None = None) -> list[dict[str, Any]]:
+        params = {"type": flow_type} if flow_type else None
+        response = await self.http.request("GET", "/api/v1/chatflows", params=params)
+        return [_decode_record(r) for r in _json_or_not_found(response, self.config.name)]
+
+    async def get_chatflow(self, chatflow_id: str) -> dict[str, Any]:
+        response = await self.http.request("GET", f"/api/v1/chatflows/{chatflow_id}")
+        return _decode_record(_json_or_not_found(response, self.config.name))
+
+    async def create_chatflow(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        response = await self.http.request("POST", "/api/v1/chatflows", json=_encode_fields(fields))
+        return _decode_record(_json_or_not_found(response, self.config.name))
+
+    async def update_chatflow(self, chatflow_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        response = await self.http.request(
+            "PUT", f"/api/v1/chatflows/{chatflow_id}", json=_encode_fields(fields)
+        )
+        return _decode_record(_json_or_not_found(response, self.config.name))
+
+    async def delete_chatflow(self, chatflow_id: str) -> None:
+        # Not retried: a retry after a lost answer would report "not found".
+        response = await self.http.request(
+            "DELETE", f"/api/v1/chatflows/{chatflow_id}", retry=False
+        )
+        _json_or_not_found(response, self.config.name)
+
+    async def deploy_chatflow(self, chatflow_id: str, deployed: bool = True) -> dict[str, Any]:
+        return await self.update_chatflow(chatflow_id, {"deployed": deployed})
+
+    async def generate_agentflow_v2(
+        self, question: str, selected_chat_model: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Ask Flowise's generator for an AgentFlow V2 (``{"nodes", "edges"}``); needs an LLM."""
+        response = await self.http.request(
+            "POST",
+            "/api/v1/agentflowv2-generator/generate",
+            json={"question": question, "selectedChatModel": dict(selected_chat_model)},
+        )
+        data = _json_or_not_found(response, self.config.name)
+        if isinstance(data, dict) and "error" in data:
+            raise BackendValidationError(
+                f"Flowise backend {self.config.name!r} could not generate a flow: {data['error']}. "
+                "Check the chat model's name and credentials.",
+                backend=self.config.name,
+                http_status=response.status_code,
+                details={"raw_response": data.get("rawResponse")},
+            )
+        if not isinstance(data, dict) or "nodes" not in data:
+            raise BackendUnexpectedError(
+                f"Flowise backend {self.config.name!r} generated no nodes.",
+                backend=self.config.name,
+                details={"body": body_excerpt(response)},
+            )
+        return data
+
+
+def map_stream_error(message: str, backend: str) -> BackendError:
+    """An ``error`` event inside a 200 stream, typed like the same error outside one."""
+    lowered = message.lower()
+    text = f"Flowise backend {backend!r}: {message}"
+    if lowered.endswith("unauthorized"):
+        return BackendAuthenticationError(text, backend=backend)
+    if "not found" in lowered:
+        return BackendNotFoundError(text, backend=backend)
+    if _is_bad_input(lowered):
+        return BackendValidationError(text, backend=backend)
+    return BackendUnexpectedError(text, backend=backend)
+
+
+async def _sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+    """Flowise's stream: ``message:`` then ``data:{"event": ..., "data": ...}`` lines."""
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue  # "message:" lines, ":heartbeat" comments, blank separators
+        try:
+            event = json.loads(line[len("data:") :])
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield str(event.get("event", "")), event.get("data")
+
+
+def _discovered(record: dict[str, Any]) -> DiscoveredFlow:
+    return DiscoveredFlow(
+        external_id=str(record["id"]),
+        name=str(record.get("name") or record["id"]),
+        flow_type=str(record.get("type") or "CHATFLOW"),
+        deployed=bool(record.get("deployed")),
+        description=str(record.get("category") or ""),
+    )
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)

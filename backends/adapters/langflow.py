@@ -1,0 +1,294 @@
+"""Langflow 1.x adapter.
+
+Quirks it survives (see the peers notes): a missing key is a 403, not a 401;
+run errors are a 500 whose ``detail`` is itself a JSON string; a streamed run
+is blank-line-separated bare JSON objects, not SSE, and a failing stream is a
+200 carrying ``error`` events; the session id defaults to the flow id;
+``GET /api/v1/flows/`` paginates only with ``get_all=false``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+
+from backends.adapters.base import (
+    BackendConfig,
+    DiscoveredFlow,
+    ExecutionResult,
+    FlowBackend,
+    HealthResult,
+    StreamEvent,
+)
+from backends.errors import (
+    BackendAuthenticationError,
+    BackendError,
+    BackendNotFoundError,
+    BackendRateLimitError,
+    BackendUnexpectedError,
+    BackendValidationError,
+)
+from backends.http import HttpClient, body_excerpt, json_body
+
+PAGE_SIZE = 100  # Langflow's maximum page size
+
+
+def error_message(detail: Any) -> str:
+    """Langflow's ``detail``: a string, a JSON string holding ``{"message"}``, or a list."""
+    if isinstance(detail, str):
+        try:
+            inner = json.loads(detail)
+        except ValueError:
+            return detail
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        return detail
+    if isinstance(detail, list):  # FastAPI validation errors
+        return "; ".join(
+            f"{'.'.join(str(p) for p in item.get('loc', []))}: {item.get('msg', '')}"
+            for item in detail
+            if isinstance(item, dict)
+        )
+    if isinstance(detail, dict):
+        return str(detail.get("message") or detail)
+    return str(detail)
+
+
+def map_error(response: httpx.Response, backend: str) -> BackendError:
+    """Turn a Langflow error response into the right typed error."""
+    status = response.status_code
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail") if isinstance(body, dict) else body
+    message = error_message(detail) if detail is not None else body_excerpt(response)
+    args: dict[str, Any] = {"backend": backend, "http_status": status}
+    text = f"Langflow backend {backend!r}: {message}"
+    if status in {401, 403}:
+        return BackendAuthenticationError(text, **args)
+    if status == 429:
+        return BackendRateLimitError(text, **args)
+    if status == 404:
+        return BackendNotFoundError(text, **args)
+    if status in {400, 409, 422}:
+        return BackendValidationError(text, **args)
+    if status == 500 and "has no data" in message:
+        return BackendValidationError(text, **args)
+    return BackendUnexpectedError(text, **args)
+
+
+def run_body(
+    question: str, session_id: str | None, parameters: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The run request: ``tweaks`` pass through; a session id is sent only when given."""
+    body: dict[str, Any] = {"input_value": question, "input_type": "chat", "output_type": "chat"}
+    if session_id:
+        body["session_id"] = session_id
+    tweaks = (parameters or {}).get("tweaks")
+    if tweaks:
+        body["tweaks"] = dict(tweaks)
+    return body
+
+
+def answer_text(run_response: Mapping[str, Any]) -> str:
+    """The answer of a run: ``outputs[0].outputs[0].results.message.text``."""
+    try:
+        result = run_response["outputs"][0]["outputs"][0]
+    except (KeyError, IndexError, TypeError):
+        return ""
+    message = (result.get("results") or {}).get("message") or {}
+    if isinstance(message, dict) and message.get("text") is not None:
+        return str(message["text"])
+    messages = result.get("messages") or []
+    return str(messages[0].get("message", "")) if messages else ""
+
+
+class LangflowBackend(FlowBackend):
+    kind = "langflow"
+
+    @classmethod
+    def build(
+        cls, config: BackendConfig, transport: httpx.AsyncBaseTransport | None = None
+    ) -> LangflowBackend:
+        headers = {"x-api-key": config.api_key} if config.api_key else {}
+        http = HttpClient(
+            base_url=config.base_url,
+            backend_name=config.name,
+            error_mapper=map_error,
+            headers=headers,
+            timeout_seconds=config.timeout_seconds,
+            transport=transport,
+        )
+        return cls(config, http)
+
+    # --- health and discovery -------------------------------------------------
+
+    async def health_check(self) -> HealthResult:
+        started = time.perf_counter()
+        try:
+            response = await self.http.request("GET", "/health_check", retry=False, timeout=5.0)
+            body = json_body(response, self.config.name)
+        except BackendError as err:
+            return HealthResult(False, _ms_since(started), err.message)
+        latency = _ms_since(started)
+        failing = {k: v for k, v in body.items() if v != "ok"} if isinstance(body, dict) else body
+        if failing:
+            return HealthResult(False, latency, f"health check reports: {failing}")
+        return HealthResult(True, latency)
+
+    async def discover_flows(self) -> list[DiscoveredFlow]:
+        flows: list[DiscoveredFlow] = []
+        page = 1
+        while True:
+            response = await self.http.request(
+                "GET",
+                "/api/v1/flows/",
+                params={
+                    "get_all": "false",
+                    "header_flows": "true",
+                    "remove_example_flows": "true",
+                    "page": page,
+                    "size": PAGE_SIZE,
+                },
+            )
+            body = json_body(response, self.config.name)
+            items = body.get("items") or []
+            flows.extend(_discovered(item) for item in items if not item.get("is_component"))
+            if page >= int(body.get("pages") or 0) or not items:
+                break
+            page += 1
+        return flows
+
+    # --- running flows ---------------------------------------------------------
+
+    async def execute_flow(
+        self,
+        flow_id: str,
+        question: str,
+        *,
+        session_id: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> ExecutionResult:
+        response = await self.http.request(
+            "POST",
+            f"/api/v1/run/{flow_id}",
+            params={"stream": "false"},
+            json=run_body(question, session_id, parameters),
+        )
+        data = json_body(response, self.config.name)
+        return ExecutionResult(
+            text=answer_text(data),
+            session_id=str(data.get("session_id") or ""),
+            metadata={"outputs": len(data.get("outputs") or [])},
+        )
+
+    async def stream_flow(
+        self,
+        flow_id: str,
+        question: str,
+        *,
+        session_id: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        parts: list[str] = []
+        pending_error = ""
+        async with self.http.stream(
+            "POST",
+            f"/api/v1/run/{flow_id}",
+            params={"stream": "true"},
+            json=run_body(question, session_id, parameters),
+        ) as response:
+            async for event, payload in _json_events(response):
+                if event == "token":
+                    chunk = str((payload or {}).get("chunk", ""))
+                    if chunk:
+                        parts.append(chunk)
+                        yield StreamEvent("chunk", chunk)
+                elif event == "error":
+                    # A failing run sends the error as a chat message, then a final
+                    # {"error": "500: {json}"}; the last one carries the full cause.
+                    if isinstance(payload, dict) and isinstance(payload.get("error"), str):
+                        raise _stream_error(payload["error"], self.config.name)
+                    pending_error = str((payload or {}).get("text") or payload)
+                elif event == "end":
+                    result = (payload or {}).get("result") or {}
+                    text = answer_text(result)
+                    if not parts and text:
+                        # No LLM streamed tokens: the answer arrives whole.
+                        yield StreamEvent("chunk", text)
+                    yield StreamEvent(
+                        "end", text or "".join(parts), str(result.get("session_id", ""))
+                    )
+                    return
+        if pending_error:
+            raise _stream_error(pending_error, self.config.name)
+        raise BackendUnexpectedError(
+            f"Langflow backend {self.config.name!r} ended the stream without an end event.",
+            backend=self.config.name,
+        )
+
+    # --- flow management ------------------------------------------------------
+
+    async def list_flows(self) -> list[dict[str, Any]]:
+        response = await self.http.request(
+            "GET", "/api/v1/flows/", params={"get_all": "true", "remove_example_flows": "true"}
+        )
+        return list(json_body(response, self.config.name))
+
+    async def get_flow(self, flow_id: str) -> dict[str, Any]:
+        response = await self.http.request("GET", f"/api/v1/flows/{flow_id}")
+        return dict(json_body(response, self.config.name))
+
+    async def create_flow(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        response = await self.http.request("POST", "/api/v1/flows/", json=dict(fields))
+        return dict(json_body(response, self.config.name))
+
+    async def update_flow(self, flow_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        response = await self.http.request(
+            "PATCH", f"/api/v1/flows/{flow_id}", json=dict(fields), retry=True
+        )
+        return dict(json_body(response, self.config.name))
+
+    async def delete_flow(self, flow_id: str) -> None:
+        await self.http.request("DELETE", f"/api/v1/flows/{flow_id}", retry=False)
+
+
+def _stream_error(text: str, backend: str) -> BackendError:
+    """An error inside a 200 stream: ``"500: {json}"`` or a message's text."""
+    status, _, rest = text.partition(": ")
+    message = error_message(rest) if status.isdigit() else text
+    return BackendUnexpectedError(f"Langflow backend {backend!r}: {message}", backend=backend)
+
+
+async def _json_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+    """Langflow's stream: one bare JSON object per event, separated by blank lines."""
+    async for line in response.aiter_lines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield str(event.get("event", "")), event.get("data")
+
+
+def _discovered(item: Mapping[str, Any]) -> DiscoveredFlow:
+    return DiscoveredFlow(
+        external_id=str(item["id"]),
+        name=str(item.get("name") or item["id"]),
+        flow_type=str(item.get("flow_type") or "FLOW").upper(),
+        deployed=True,  # Langflow has no deployment step: every flow can run
+        description=str(item.get("description") or ""),
+        endpoint_name=str(item.get("endpoint_name") or ""),
+    )
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)

@@ -1,0 +1,89 @@
+"""The typed errors a backend adapter raises (seed 003), mapped from real server behaviour.
+
+Each carries the backend's name and, where there was one, the HTTP status and
+a short excerpt of the body, so a caller can tell what the server really said.
+They are application errors: every door reports them in the one error shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import status
+
+from flywheel.errors import ApplicationError
+
+
+class BackendError(ApplicationError):
+    """Base of every error that comes from talking to a backend."""
+
+    type = "BackendError"
+    status_code: int = status.HTTP_502_BAD_GATEWAY
+    # Whether trying the same call again might succeed (used by fallback and retries).
+    transient = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str = "",
+        http_status: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        merged = {"backend": backend, **(details or {})}
+        if http_status is not None:
+            merged["http_status"] = http_status
+        super().__init__(message, details=merged)
+        self.backend = backend
+        self.http_status = http_status
+
+
+class BackendConnectionError(BackendError):
+    """The server could not be reached (refused, reset, DNS)."""
+
+    type = "ConnectionError"
+    status_code: int = status.HTTP_502_BAD_GATEWAY
+    transient = True
+
+
+class BackendTimeoutError(BackendConnectionError):
+    """The server did not answer in time (connect, read or the whole call)."""
+
+    type = "TimeoutError"
+    status_code = status.HTTP_504_GATEWAY_TIMEOUT
+
+
+class BackendAuthenticationError(BackendError):
+    """The server refused Flywheel's credentials for this backend."""
+
+    type = "AuthenticationError"
+    status_code = status.HTTP_502_BAD_GATEWAY
+
+
+class BackendValidationError(BackendError):
+    """The server refused the request as invalid (bad id, bad flow data, bad input)."""
+
+    type = "ValidationError"
+    status_code = status.HTTP_400_BAD_REQUEST
+
+
+class BackendNotFoundError(BackendError):
+    """The flow (or route) does not exist on the server."""
+
+    type = "NotFoundError"
+    status_code = status.HTTP_404_NOT_FOUND
+
+
+class BackendRateLimitError(BackendError):
+    """The server asked Flywheel to slow down."""
+
+    type = "RateLimitError"
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    transient = True
+
+
+class BackendUnexpectedError(BackendError):
+    """Anything else: a 5xx without a recognisable cause, or an answer that makes no sense."""
+
+    type = "UnexpectedError"
+    status_code = status.HTTP_502_BAD_GATEWAY

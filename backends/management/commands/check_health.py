@@ -1,0 +1,42 @@
+"""Probe backends now and print a table of results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from backends.errors import BackendError
+from backends.models import Backend
+from backends.services import ahealth_check_all
+
+
+class Command(BaseCommand):
+    help = "Check the health of every enabled backend (or one) and print the results."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--backend", help="Only this backend (by name).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        backends = Backend.objects.filter(enabled=True)
+        if options["backend"]:
+            backends = Backend.objects.filter(name__iexact=options["backend"])
+            if not backends:
+                raise CommandError(f"No backend named {options['backend']!r}.")
+        outcomes = async_to_sync(ahealth_check_all)(list(backends))
+        self.stdout.write(f"{'backend':<24} {'status':<10} {'latency ms':>10}  error")
+        failures = 0
+        for backend, outcome in zip(backends, outcomes, strict=True):
+            if isinstance(outcome, BackendError):
+                failures += 1
+                self.stdout.write(f"{backend.name:<24} {'error':<10} {'':>10}  {outcome.message}")
+                continue
+            status = "ok" if outcome.ok else "down"
+            if outcome.in_cooldown:
+                status += "*"
+            failures += not outcome.ok
+            latency = f"{outcome.latency_ms:.1f}" if outcome.latency_ms is not None else ""
+            self.stdout.write(f"{outcome.backend:<24} {status:<10} {latency:>10}  {outcome.error}")
+        if failures:
+            self.stderr.write(f"{failures} backend(s) unhealthy (* = in cooldown).")

@@ -1,0 +1,40 @@
+"""Discover flows now, printing progress and counts per backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from backends.errors import BackendError
+from backends.models import Backend
+from chatflows.services import adiscover_all
+
+
+class Command(BaseCommand):
+    help = "Discover the flows of every enabled backend (or one): added, updated, removed."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--backend", help="Only this backend (by name).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        backends = list(Backend.objects.filter(enabled=True))
+        if options["backend"]:
+            backends = list(Backend.objects.filter(name__iexact=options["backend"]))
+            if not backends:
+                raise CommandError(f"No backend named {options['backend']!r}.")
+        failed = 0
+        for backend in backends:
+            self.stdout.write(f"{backend.name}: discovering…")
+            (report,) = async_to_sync(adiscover_all)([backend])
+            if isinstance(report, BackendError):
+                failed += 1
+                self.stdout.write(f"{backend.name}: failed: {report.message}")
+                continue
+            self.stdout.write(
+                f"{backend.name}: {report.total} flow(s): {report.added} added, "
+                f"{report.updated} updated, {report.removed} removed"
+            )
+        if failed:
+            raise CommandError(f"Discovery failed for {failed} backend(s).")

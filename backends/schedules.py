@@ -1,0 +1,28 @@
+"""The periodic tasks beat runs, stored in the database and editable in the admin."""
+
+from __future__ import annotations
+
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+# name -> (task, every N seconds)
+DEFAULT_SCHEDULES = {
+    "Check backend health": ("backends.check_health", 30),
+    "Discover flows": ("backends.discover_flows", 60),
+}
+
+
+def schedules_install() -> int:
+    """Create the default periodic tasks that are missing; returns how many were created.
+
+    Existing ones are left as the admin set them (interval, enabled, ...).
+    """
+    created = 0
+    for name, (task, seconds) in DEFAULT_SCHEDULES.items():
+        if PeriodicTask.objects.filter(name=name).exists():
+            continue
+        interval, _ = IntervalSchedule.objects.get_or_create(
+            every=seconds, period=IntervalSchedule.SECONDS
+        )
+        PeriodicTask.objects.create(name=name, task=task, interval=interval)
+        created += 1
+    return created

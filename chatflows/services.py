@@ -1,0 +1,95 @@
+"""Flow discovery: keep Flow rows in step with what each backend really has."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.utils import timezone
+
+from backends import snapshot
+from backends.adapters import get_adapter
+from backends.adapters.base import DiscoveredFlow
+from backends.errors import BackendError
+from backends.models import Backend
+from backends.services import DEFAULT_CONCURRENCY, backend_config, gather_bounded
+from chatflows.models import Flow
+from routing.rules import flow_keywords
+
+_SYNCED_FIELDS = ("name", "flow_type", "deployed", "description", "endpoint_name")
+
+
+@dataclass(frozen=True)
+class DiscoveryReport:
+    backend: str
+    added: int
+    updated: int
+    removed: int
+    unchanged: int
+
+    @property
+    def total(self) -> int:
+        return self.added + self.updated + self.unchanged
+
+
+@transaction.atomic
+def flows_sync(*, backend: Backend, discovered: Iterable[DiscoveredFlow]) -> DiscoveryReport:
+    """Upsert the discovered flows of ``backend``; mark vanished ones removed.
+
+    Flows are never deleted (decisions point at them). Intent keywords are
+    derived from name, description and endpoint name unless edited by hand.
+    A flow that comes back after being removed is active again.
+    """
+    now = timezone.now()
+    existing = {f.external_id: f for f in Flow.objects.select_for_update().filter(backend=backend)}
+    added = updated = unchanged = 0
+    seen: set[str] = set()
+    for item in discovered:
+        seen.add(item.external_id)
+        flow = existing.get(item.external_id)
+        if flow is None:
+            flow = Flow(backend=backend, external_id=item.external_id)
+            added += 1
+        changed = flow.pk is None or flow.removed_at is not None
+        for field in _SYNCED_FIELDS:
+            if getattr(flow, field) != getattr(item, field):
+                setattr(flow, field, getattr(item, field))
+                changed = True
+        if not flow.keywords_edited:
+            keywords = flow_keywords(
+                name=flow.name, description=flow.description, endpoint_name=flow.endpoint_name
+            )
+            if keywords != flow.intent_keywords:
+                flow.intent_keywords = keywords
+                changed = True
+        flow.removed_at = None
+        flow.last_seen_at = now
+        if flow.pk is not None:
+            updated += changed
+            unchanged += not changed
+        flow.save()
+    removed = (
+        Flow.objects.filter(backend=backend, removed_at__isnull=True)
+        .exclude(external_id__in=seen)
+        .update(removed_at=now)
+    )
+    return DiscoveryReport(backend.name, added, updated, removed, unchanged)
+
+
+async def adiscover(backend: Backend) -> DiscoveryReport:
+    """Discover one backend's flows, store them and publish them for routing."""
+    discovered = await get_adapter(backend_config(backend)).discover_flows()
+    report = await sync_to_async(flows_sync)(backend=backend, discovered=discovered)
+    await sync_to_async(snapshot.publish_flows)()
+    return report
+
+
+async def adiscover_all(
+    backends: Iterable[Backend] | None = None, *, concurrency: int = DEFAULT_CONCURRENCY
+) -> list[DiscoveryReport | BackendError]:
+    """Discover every enabled backend (or those given) concurrently, with a bound."""
+    if backends is None:
+        backends = [b async for b in Backend.objects.filter(enabled=True)]
+    return await gather_bounded(list(backends), adiscover, concurrency)

@@ -1,0 +1,130 @@
+"""Compiled intent rules, shared by classification and flow keyword derivation.
+
+Rules are compiled once per process and recompiled when any process changes
+a pattern or intent: saving bumps a version number in the shared cache, and
+each process looks at that number at most once per RECHECK_SECONDS.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+from django.core.cache import cache
+
+from routing.patterns import Matcher, compile_pattern
+
+VERSION_KEY = "flywheel:intent-rules-version"
+RECHECK_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    intent: str
+    pattern: str
+    is_regex: bool
+    weight: float
+    matcher: Matcher
+
+
+@dataclass(frozen=True)
+class IntentRuleSet:
+    """Every enabled rule of every enabled intent, grouped by intent slug."""
+
+    version: int
+    rules: dict[str, tuple[CompiledRule, ...]]
+    priorities: dict[str, int]
+
+    def matches(self, text: str) -> dict[str, list[CompiledRule]]:
+        """The rules that match ``text``, by intent (intents without a match omitted)."""
+        found: dict[str, list[CompiledRule]] = {}
+        for intent, rules in self.rules.items():
+            hits = [rule for rule in rules if rule.matcher.search(text)]
+            if hits:
+                found[intent] = hits
+        return found
+
+
+def _compile(version: int) -> IntentRuleSet:
+    from routing.models import Intent, PatternKind
+
+    rules: dict[str, tuple[CompiledRule, ...]] = {}
+    priorities: dict[str, int] = {}
+    for intent in Intent.objects.filter(enabled=True).prefetch_related("patterns"):
+        priorities[intent.slug] = intent.priority
+        rules[intent.slug] = tuple(
+            CompiledRule(
+                intent=intent.slug,
+                pattern=p.pattern,
+                is_regex=p.kind == PatternKind.REGEX,
+                weight=p.weight,
+                matcher=compile_pattern(p.pattern, is_regex=p.kind == PatternKind.REGEX),
+            )
+            for p in intent.patterns.all()
+            if p.enabled
+        )
+    return IntentRuleSet(version, rules, priorities)
+
+
+class _RuleCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rules: IntentRuleSet | None = None
+        self._checked_at = 0.0
+
+    def get(self) -> IntentRuleSet:
+        now = time.monotonic()
+        rules = self._rules
+        if rules is not None and now - self._checked_at < RECHECK_SECONDS:
+            return rules
+        version = int(cache.get(VERSION_KEY) or 0)
+        with self._lock:
+            if self._rules is None or self._rules.version != version:
+                self._rules = _compile(version)
+            self._checked_at = now
+            return self._rules
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules = None
+
+
+_cache = _RuleCache()
+
+
+def intent_rules() -> IntentRuleSet:
+    """The current compiled rules (sync: call from a thread in async code)."""
+    return _cache.get()
+
+
+def intent_rules_changed() -> None:
+    """Tell every process that rules changed (called on pattern and intent saves)."""
+    try:
+        cache.incr(VERSION_KEY)
+    except ValueError:  # no version yet
+        cache.set(VERSION_KEY, 1, timeout=None)
+    _cache.clear()
+
+
+def flow_keywords(*, name: str, description: str = "", endpoint_name: str = "") -> list[str]:
+    """Intent keywords for a flow, derived from its name, description and endpoint name.
+
+    An intent is listed when one of its rules matches the flow's text or the
+    flow names the intent (``code-review`` in ``code_review_bot``); the keyword
+    rules that matched are listed after the intent slugs, as the flow's
+    specificity (the match score grows with the number of keywords).
+    """
+    text = re.sub(r"[-_./]+", " ", f"{name} {description} {endpoint_name}")
+    rules = intent_rules()
+    slugs: list[str] = []
+    keywords: list[str] = []
+    for intent, hits in rules.matches(text).items():
+        slugs.append(intent)
+        keywords.extend(rule.pattern.lower() for rule in hits if not rule.is_regex)
+    for intent in rules.rules:
+        named = re.search(rf"\b{re.escape(intent.replace('-', ' '))}\b", text, re.IGNORECASE)
+        if named and intent not in slugs:
+            slugs.append(intent)
+    return sorted(set(slugs)) + sorted(set(keywords) - set(slugs))

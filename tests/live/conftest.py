@@ -1,0 +1,97 @@
+"""Live tests: real Flowise and Langflow servers started by `make peers`.
+
+They read var/peers.env (written by scripts/peers/seed.py). With
+FLYWHEEL_LIVE=1 a missing or unreachable server fails the test; without it
+the test is skipped with the reason, never silently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from backends.adapters import build_adapter
+from backends.adapters.base import BackendConfig
+from backends.adapters.flowise import FlowiseBackend
+from backends.adapters.langflow import LangflowBackend
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS_ENV = Path(os.environ.get("FLYWHEEL_PEERS_ENV", ROOT / "var" / "peers.env"))
+REQUIRED = os.environ.get("FLYWHEEL_LIVE") == "1"
+
+pytestmark = pytest.mark.live
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRED:
+        pytest.fail(f"FLYWHEEL_LIVE=1 but {reason}")
+    pytest.skip(f"live peers unavailable: {reason} (run `make peers`)")
+
+
+def _read_env() -> dict[str, str]:
+    if not PEERS_ENV.exists():
+        _unavailable(f"{PEERS_ENV} does not exist")
+    values = {}
+    for line in PEERS_ENV.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.startswith("#"):
+            values[key.strip()] = value.strip().strip("'\"")
+    return values
+
+
+@pytest.fixture(scope="session")
+def peers() -> dict[str, str]:
+    return _read_env()
+
+
+def _require(url: str, path: str) -> None:
+    try:
+        httpx.get(f"{url}{path}", timeout=5).raise_for_status()
+    except httpx.HTTPError as err:
+        _unavailable(f"{url} does not answer ({err})")
+
+
+@pytest.fixture
+def flowise_config(peers: dict[str, str]) -> BackendConfig:
+    _require(peers["FLOWISE_URL"], "/api/v1/ping")
+    return BackendConfig(
+        id=1,
+        name="flowise-live",
+        kind="flowise",
+        base_url=peers["FLOWISE_URL"],
+        api_key=peers["FLOWISE_API_KEY"],
+        timeout_seconds=30,
+    )
+
+
+@pytest.fixture
+def langflow_config(peers: dict[str, str]) -> BackendConfig:
+    _require(peers["LANGFLOW_URL"], "/health_check")
+    return BackendConfig(
+        id=2,
+        name="langflow-live",
+        kind="langflow",
+        base_url=peers["LANGFLOW_URL"],
+        api_key=peers["LANGFLOW_API_KEY"],
+        timeout_seconds=30,
+    )
+
+
+@pytest.fixture
+async def flowise(flowise_config: BackendConfig) -> AsyncIterator[FlowiseBackend]:
+    adapter = build_adapter(flowise_config)
+    assert isinstance(adapter, FlowiseBackend)
+    yield adapter
+    await adapter.aclose()
+
+
+@pytest.fixture
+async def langflow(langflow_config: BackendConfig) -> AsyncIterator[LangflowBackend]:
+    adapter = build_adapter(langflow_config)
+    assert isinstance(adapter, LangflowBackend)
+    yield adapter
+    await adapter.aclose()

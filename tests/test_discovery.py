@@ -1,0 +1,154 @@
+"""Discovery: upsert flows, mark vanished ones removed, derive intent keywords."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+import respx
+from django.core.management import call_command
+
+from backends import snapshot
+from backends.adapters.base import DiscoveredFlow
+from backends.models import Backend
+from backends.tasks import discover_flows
+from chatflows.models import Flow
+from chatflows.services import flows_sync
+from routing.models import Intent, IntentPattern
+from routing.services import defaults_load
+from tests.captured import response
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _defaults(db) -> None:
+    defaults_load()
+
+
+def _flow(external_id: str, name: str, **fields: object) -> DiscoveredFlow:
+    return DiscoveredFlow(external_id=external_id, name=name, **fields)  # type: ignore[arg-type]
+
+
+def test_new_flows_are_added_with_keywords_from_their_names(backend: Backend) -> None:
+    report = flows_sync(
+        backend=backend,
+        discovered=[
+            _flow("1", "Code review bot", description="refactor and pull request help"),
+            _flow("2", "echo", endpoint_name="technical_analysis"),
+        ],
+    )
+
+    assert (report.added, report.updated, report.removed) == (2, 0, 0)
+    reviewer = Flow.objects.get(external_id="1")
+    assert reviewer.intent_keywords[0] == "code-review"
+    assert {"refactor", "pull request", "code review"} <= set(reviewer.intent_keywords)
+    assert "technical-analysis" in Flow.objects.get(external_id="2").intent_keywords
+
+
+def test_a_second_discovery_updates_only_what_changed(backend: Backend) -> None:
+    flows_sync(backend=backend, discovered=[_flow("1", "a"), _flow("2", "b")])
+
+    report = flows_sync(backend=backend, discovered=[_flow("1", "a"), _flow("2", "b renamed")])
+
+    assert (report.added, report.updated, report.unchanged, report.removed) == (0, 1, 1, 0)
+    assert Flow.objects.get(external_id="2").name == "b renamed"
+
+
+def test_vanished_flows_are_marked_removed_not_deleted(backend: Backend) -> None:
+    flows_sync(backend=backend, discovered=[_flow("1", "a"), _flow("2", "b")])
+
+    report = flows_sync(backend=backend, discovered=[_flow("1", "a")])
+
+    assert report.removed == 1
+    gone = Flow.objects.get(external_id="2")
+    assert gone.removed_at is not None
+    assert list(Flow.objects.active().values_list("external_id", flat=True)) == ["1"]
+
+
+def test_a_flow_that_comes_back_is_active_again(backend: Backend) -> None:
+    flows_sync(backend=backend, discovered=[_flow("1", "a")])
+    flows_sync(backend=backend, discovered=[])
+
+    report = flows_sync(backend=backend, discovered=[_flow("1", "a")])
+
+    assert report.updated == 1
+    assert Flow.objects.get(external_id="1").removed_at is None
+
+
+def test_keywords_edited_by_hand_are_never_overwritten(backend: Backend) -> None:
+    flows_sync(backend=backend, discovered=[_flow("1", "Code review bot")])
+    Flow.objects.filter(external_id="1").update(
+        intent_keywords=["document-qa"], keywords_edited=True
+    )
+
+    flows_sync(backend=backend, discovered=[_flow("1", "Code review bot v2")])
+
+    flow = Flow.objects.get(external_id="1")
+    assert flow.name == "Code review bot v2"
+    assert flow.intent_keywords == ["document-qa"]
+
+
+def test_keywords_follow_pattern_edits(backend: Backend) -> None:
+    intent = Intent.objects.create(slug="poetry", name="Poetry")
+    flows_sync(backend=backend, discovered=[_flow("1", "Haiku corner")])
+    assert "poetry" not in Flow.objects.get().intent_keywords
+
+    IntentPattern.objects.create(intent=intent, kind="keyword", pattern="haiku")
+    flows_sync(backend=backend, discovered=[_flow("1", "Haiku corner")])
+
+    assert "poetry" in Flow.objects.get().intent_keywords
+
+
+def test_flows_on_other_backends_are_untouched(backend: Backend) -> None:
+    other = Backend.objects.create(name="lf", kind="langflow", base_url="http://lf.test")
+    flows_sync(backend=other, discovered=[_flow("1", "mine")])
+
+    flows_sync(backend=backend, discovered=[])
+
+    assert Flow.objects.get(backend=other).removed_at is None
+
+
+def _mock_flowise_pages(base_url: str) -> None:
+    pages = {
+        "1": response("flowise", "chatflows_page1"),
+        "2": response("flowise", "chatflows_page2"),
+    }
+    respx.get(f"{base_url}/api/v1/chatflows").mock(
+        side_effect=lambda request: pages[request.url.params["page"]]
+    )
+
+
+@respx.mock
+def test_the_beat_task_discovers_and_publishes_for_routing(backend: Backend) -> None:
+    _mock_flowise_pages(backend.base_url)
+
+    totals = discover_flows()
+
+    assert totals == {"added": 2, "updated": 0, "removed": 0, "failed": 0}
+    published = snapshot.read_flows()
+    assert sorted(f["name"] for f in published["flows"]) == ["echo-agentflow", "echo-chatflow"]
+    assert published["backends"][backend.pk]["name"] == backend.name
+
+
+@respx.mock
+def test_the_command_prints_progress_and_counts(backend: Backend) -> None:
+    _mock_flowise_pages(backend.base_url)
+    out = StringIO()
+
+    call_command("discover_flows", "--backend", backend.name, stdout=out)
+
+    assert f"{backend.name}: discovering" in out.getvalue()
+    assert "2 flow(s): 2 added, 0 updated, 0 removed" in out.getvalue()
+
+
+def test_snapshot_is_dropped_when_an_admin_edits_a_flow(backend: Backend) -> None:
+    flows_sync(backend=backend, discovered=[_flow("1", "a", deployed=True)])
+    snapshot.publish_flows()
+
+    Flow.objects.filter(external_id="1").update(deployed=False)  # no signal: still cached
+    assert len(snapshot.read_flows()["flows"]) == 1
+    flow = Flow.objects.get(external_id="1")
+    flow.save()  # a save (admin, API) drops the cached copy
+
+    assert snapshot.read_flows()["flows"] == []

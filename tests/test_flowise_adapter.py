@@ -1,0 +1,285 @@
+"""The Flowise adapter, replaying responses captured from a real Flowise 3.1.4."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from backends.adapters.base import BackendConfig
+from backends.adapters.flowise import FlowiseBackend
+from backends.errors import (
+    BackendAuthenticationError,
+    BackendConnectionError,
+    BackendError,
+    BackendNotFoundError,
+    BackendRateLimitError,
+    BackendTimeoutError,
+    BackendUnexpectedError,
+    BackendValidationError,
+)
+from backends.http import HttpClient
+from tests.captured import body, response
+
+CONFIG = BackendConfig(
+    id=1,
+    name="fw",
+    kind="flowise",
+    base_url="http://fw.test",
+    api_key="sk-SECRET",
+    timeout_seconds=5,
+)
+AGENTFLOW_ID = body("flowise", "chatflow_get")["id"]
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(HttpClient, "backoff_base_seconds", 0.001)
+
+
+def adapter(handler: Handler) -> FlowiseBackend:
+    return FlowiseBackend.build(CONFIG, transport=httpx.MockTransport(handler))
+
+
+def always(name: str, sent: list[httpx.Request] | None = None) -> Handler:
+    def handle(request: httpx.Request) -> httpx.Response:
+        if sent is not None:
+            sent.append(request)
+        return response("flowise", name)
+
+    return handle
+
+
+async def test_health_check_is_ok_on_pong() -> None:
+    result = await adapter(always("ping")).health_check()
+
+    assert result.ok
+    assert result.latency_ms >= 0
+
+
+async def test_health_check_reports_a_wrong_answer() -> None:
+    result = await adapter(always("unknown_route")).health_check()
+
+    assert not result.ok
+    assert "unexpected ping answer" in result.error
+
+
+async def test_health_check_reports_a_refused_connection() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    result = await adapter(refuse).health_check()
+
+    assert not result.ok
+    assert "could not be reached" in result.error
+
+
+async def test_discovery_asks_once_per_page() -> None:
+    sent: list[httpx.Request] = []
+    pages = {"1": "chatflows_page1", "2": "chatflows_page2"}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return response("flowise", pages[request.url.params["page"]])
+
+    flows = await adapter(handle).discover_flows()
+
+    assert [f.name for f in flows] == ["echo-agentflow", "echo-chatflow"]
+    assert [f.flow_type for f in flows] == ["AGENTFLOW", "CHATFLOW"]
+    assert all(f.deployed for f in flows)
+    assert len(sent) == 2
+    assert sent[0].headers["authorization"] == "Bearer sk-SECRET"
+
+
+async def test_discovering_200_flows_costs_two_requests() -> None:
+    record = body("flowise", "chatflows_page1")["data"][0]
+    records = [{**record, "id": f"id-{i}", "name": f"flow {i}"} for i in range(200)]
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        page, limit = int(request.url.params["page"]), int(request.url.params["limit"])
+        chunk = records[(page - 1) * limit : page * limit]
+        return httpx.Response(200, json={"data": chunk, "total": len(records)})
+
+    flows = await adapter(handle).discover_flows()
+
+    assert len(flows) == 200
+    assert len({f.external_id for f in flows}) == 200
+    assert len(sent) == 2
+
+
+async def test_a_prediction_puts_the_session_and_parameters_in_override_config() -> None:
+    sent: list[httpx.Request] = []
+
+    result = await adapter(always("prediction_agentflow", sent)).execute_flow(
+        AGENTFLOW_ID,
+        "hello flowise",
+        session_id="fixture-session",
+        parameters={"temperature": 0.2, "max_tokens": 50},
+    )
+
+    payload = json.loads(sent[0].content)
+    assert payload["question"] == "hello flowise"
+    assert payload["overrideConfig"] == {
+        "sessionId": "fixture-session",
+        "temperature": 0.2,
+        "maxTokens": 50,
+    }
+    assert "sessionId" not in payload  # Flowise ignores a top-level one
+    assert result.text == "Echo: hello flowise"
+    assert result.session_id == "fixture-session"
+    assert result.metadata["chatMessageId"]
+
+
+async def test_a_prediction_is_not_retried() -> None:
+    sent: list[httpx.Request] = []
+
+    def unavailable(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(503, json={"message": "busy"})
+
+    with pytest.raises(BackendUnexpectedError):
+        await adapter(unavailable).execute_flow(AGENTFLOW_ID, "once only")
+    assert len(sent) == 1
+
+
+async def test_reads_are_retried_on_503_then_succeed() -> None:
+    answers = iter([httpx.Response(503), httpx.Response(503), response("flowise", "chatflow_get")])
+
+    record = await adapter(lambda request: next(answers)).get_chatflow(AGENTFLOW_ID)
+
+    assert record["name"] == "echo-agentflow"
+    assert isinstance(record["flowData"], dict)
+
+
+async def test_streaming_normalises_sse_into_chunks_and_an_end() -> None:
+    sent: list[httpx.Request] = []
+
+    events = [
+        e
+        async for e in adapter(always("prediction_agentflow_stream", sent)).stream_flow(
+            AGENTFLOW_ID, "hello flowise"
+        )
+    ]
+
+    assert json.loads(sent[0].content)["streaming"] is True
+    assert [e.type for e in events] == ["chunk", "end"]
+    assert events[0].text == events[1].text == "Echo: hello flowise"
+    assert events[1].session_id
+
+
+async def test_streaming_a_non_streaming_flow_returns_its_json_answer() -> None:
+    events = [e async for e in adapter(always("prediction_chatflow")).stream_flow("x", "q")]
+
+    assert [(e.type, e.text) for e in events] == [
+        ("chunk", "Echo: hello flowise"),
+        ("end", "Echo: hello flowise"),
+    ]
+
+
+async def test_an_error_event_inside_a_200_stream_raises() -> None:
+    stream = (
+        'message:\ndata:{"event":"error","data":"Error: predictionsServices.buildChatflow - '
+        'Start input type not found"}\n\nmessage:\ndata:{"event":"end","data":"[DONE]"}\n\n'
+    )
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=stream, headers={"content-type": "text/event-stream"})
+
+    with pytest.raises(BackendNotFoundError, match="Start input type not found"):
+        async for _ in adapter(handle).stream_flow(AGENTFLOW_ID, "q"):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("capture", "error"),
+    [
+        ("wrong_api_key", BackendAuthenticationError),
+        ("chatflow_get_unknown", BackendNotFoundError),
+        ("chatflow_get_invalid_id", BackendValidationError),
+        ("unknown_route", BackendNotFoundError),
+    ],
+)
+async def test_get_errors_come_out_typed(capture: str, error: type[BackendError]) -> None:
+    with pytest.raises(error) as raised:
+        await adapter(always(capture)).get_chatflow(AGENTFLOW_ID)
+
+    assert "sk-SECRET" not in str(raised.value.as_dict())
+
+
+async def test_deleting_an_unknown_chatflow_is_not_found_despite_the_500() -> None:
+    with pytest.raises(BackendNotFoundError) as raised:
+        await adapter(always("chatflow_delete_unknown")).delete_chatflow("0000")
+    assert raised.value.http_status == 500
+
+
+@pytest.mark.parametrize("capture", ["chatflow_create_bad_type", "chatflow_create_bad_flowdata"])
+async def test_bad_flow_definitions_are_validation_errors(capture: str) -> None:
+    with pytest.raises(BackendValidationError):
+        await adapter(always(capture)).create_chatflow({"name": "x", "type": "NOPE"})
+
+
+async def test_creating_a_chatflow_sends_flow_data_as_a_json_string() -> None:
+    sent: list[httpx.Request] = []
+    flow_data: dict[str, list[object]] = {"nodes": [], "edges": []}
+
+    created = await adapter(always("chatflow_create", sent)).create_chatflow(
+        {"name": "fixture-scratch", "type": "CHATFLOW", "flowData": flow_data}
+    )
+
+    assert json.loads(json.loads(sent[0].content)["flowData"]) == flow_data
+    assert created["name"] == "fixture-scratch"
+
+
+async def test_deploy_sets_deployed_through_an_update() -> None:
+    sent: list[httpx.Request] = []
+
+    await adapter(always("chatflow_get", sent)).deploy_chatflow(AGENTFLOW_ID)
+
+    assert (sent[0].method, json.loads(sent[0].content)) == ("PUT", {"deployed": True})
+
+
+async def test_a_generator_error_inside_a_200_is_a_validation_error() -> None:
+    with pytest.raises(BackendValidationError, match="could not generate") as raised:
+        await adapter(always("generator_no_llm")).generate_agentflow_v2("q", {"name": "x"})
+    assert raised.value.details["raw_response"]
+
+
+async def test_a_429_is_a_rate_limit_error_after_retries_honouring_retry_after() -> None:
+    sent: list[httpx.Request] = []
+
+    def limited(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(
+            429, json={"message": "Too many requests"}, headers={"retry-after": "0"}
+        )
+
+    with pytest.raises(BackendRateLimitError):
+        await adapter(limited).list_chatflows()
+    assert len(sent) == 1 + HttpClient.max_retries
+
+
+async def test_a_read_timeout_is_a_timeout_error() -> None:
+    def hang(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    with pytest.raises(BackendTimeoutError):
+        await adapter(hang).execute_flow(AGENTFLOW_ID, "q")
+
+
+async def test_a_refused_connection_is_a_connection_error_after_retries() -> None:
+    sent: list[httpx.Request] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        raise httpx.ConnectError("refused", request=request)
+
+    with pytest.raises(BackendConnectionError) as raised:
+        await adapter(refuse).discover_flows()
+    assert len(sent) == 1 + HttpClient.max_retries
+    assert raised.value.as_dict()["error"]["type"] == "ConnectionError"

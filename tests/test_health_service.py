@@ -1,0 +1,107 @@
+"""Health checks: history rows, current health, cooldown, and the published snapshot."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+import pytest
+import respx
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from backends import snapshot
+from backends.adapters.base import HealthResult
+from backends.models import Backend, BackendHealth, HealthCheck
+from backends.services import HealthOutcome, ahealth_check_all, health_record
+from backends.tasks import check_health
+from routing.models import RoutingPolicy
+from tests.captured import response
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+GOOD = HealthResult(ok=True, latency_ms=12.0)
+BAD = HealthResult(ok=False, latency_ms=5.0, error="connection refused")
+
+
+@pytest.fixture
+def policy(db) -> RoutingPolicy:
+    return RoutingPolicy.objects.create(cooldown_failures=3, cooldown_seconds=60)
+
+
+def test_a_probe_writes_history_and_current_health(backend: Backend, policy) -> None:
+    outcome = health_record(backend=backend, result=GOOD)
+
+    assert outcome.ok
+    assert not outcome.in_cooldown
+    assert HealthCheck.objects.get().latency_ms == 12.0
+    health = BackendHealth.objects.get(backend=backend)
+    assert (health.healthy, health.consecutive_failures, health.latency_ms) == (True, 0, 12.0)
+
+
+def test_repeated_failures_open_a_cooldown(backend: Backend, policy) -> None:
+    for _ in range(2):
+        assert not health_record(backend=backend, result=BAD).in_cooldown
+
+    outcome = health_record(backend=backend, result=BAD)
+
+    health = BackendHealth.objects.get(backend=backend)
+    assert outcome.in_cooldown
+    assert health.consecutive_failures == 3
+    assert health.last_error == "connection refused"
+    assert health.cooldown_until is not None
+    assert health.cooldown_until > timezone.now() + timedelta(seconds=50)
+
+
+def test_a_good_probe_during_cooldown_does_not_end_it(backend: Backend, policy) -> None:
+    for _ in range(3):
+        health_record(backend=backend, result=BAD)
+
+    outcome = health_record(backend=backend, result=GOOD)
+
+    assert outcome.ok
+    assert outcome.in_cooldown
+    assert BackendHealth.objects.get(backend=backend).cooldown_until is not None
+
+
+def test_a_good_probe_after_the_cooldown_closes_it(backend: Backend, policy) -> None:
+    for _ in range(3):
+        health_record(backend=backend, result=BAD)
+    BackendHealth.objects.filter(backend=backend).update(
+        cooldown_until=timezone.now() - timedelta(seconds=1)
+    )
+
+    outcome = health_record(backend=backend, result=GOOD)
+
+    health = BackendHealth.objects.get(backend=backend)
+    assert not outcome.in_cooldown
+    assert (health.healthy, health.cooldown_until, health.consecutive_failures) == (True, None, 0)
+
+
+@respx.mock
+def test_checking_all_backends_isolates_a_failing_one(policy) -> None:
+    up = Backend.objects.create(name="up", kind="flowise", base_url="http://up.test")
+    down = Backend.objects.create(name="down", kind="langflow", base_url="http://down.test")
+    respx.get("http://up.test/api/v1/ping").mock(return_value=response("flowise", "ping"))
+    respx.get("http://down.test/health_check").mock(side_effect=httpx.ConnectError("refused"))
+
+    outcomes = async_to_sync(ahealth_check_all)()
+
+    by_name = {o.backend: o for o in outcomes if isinstance(o, HealthOutcome)}
+    assert len(by_name) == 2
+    assert by_name["up"].ok
+    assert not by_name["down"].ok
+    assert "could not be reached" in by_name["down"].error
+    published = snapshot.read_health()
+    assert published[up.pk]["healthy"] is True
+    assert published[down.pk]["healthy"] is False
+
+
+@respx.mock
+def test_the_beat_task_probes_every_enabled_backend(policy) -> None:
+    Backend.objects.create(name="up", kind="flowise", base_url="http://up.test")
+    Backend.objects.create(name="off", kind="flowise", base_url="http://off.test", enabled=False)
+    respx.get("http://up.test/api/v1/ping").mock(return_value=response("flowise", "ping"))
+
+    assert check_health() == {"healthy": 1, "unhealthy": 0}
+    assert HealthCheck.objects.count() == 1

@@ -1,0 +1,208 @@
+"""The Langflow adapter, replaying responses captured from a real Langflow 1.13."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from backends.adapters.base import BackendConfig
+from backends.adapters.langflow import LangflowBackend
+from backends.errors import (
+    BackendAuthenticationError,
+    BackendError,
+    BackendNotFoundError,
+    BackendUnexpectedError,
+    BackendValidationError,
+)
+from tests.captured import body, response
+
+CONFIG = BackendConfig(
+    id=2,
+    name="lf",
+    kind="langflow",
+    base_url="http://lf.test",
+    api_key="sk-SECRET",
+    timeout_seconds=5,
+)
+ECHO_ID = body("langflow", "flow_get")["id"]
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def adapter(handler: Handler) -> LangflowBackend:
+    return LangflowBackend.build(CONFIG, transport=httpx.MockTransport(handler))
+
+
+def always(name: str, sent: list[httpx.Request] | None = None) -> Handler:
+    def handle(request: httpx.Request) -> httpx.Response:
+        if sent is not None:
+            sent.append(request)
+        return response("langflow", name)
+
+    return handle
+
+
+async def test_health_check_is_ok_when_every_part_is_ok() -> None:
+    assert (await adapter(always("health_check")).health_check()).ok
+
+
+async def test_health_check_reports_a_failing_part() -> None:
+    def degraded(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"status": "ok", "chat": "ok", "db": "error"})
+
+    result = await adapter(degraded).health_check()
+
+    assert not result.ok
+    assert "db" in result.error
+
+
+async def test_discovery_pages_through_header_flows_with_the_key() -> None:
+    sent: list[httpx.Request] = []
+    pages = {"1": "flows_page1", "2": "flows_page2"}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return response("langflow", pages[request.url.params["page"]])
+
+    flows = await adapter(handle).discover_flows()
+
+    assert [(f.name, f.endpoint_name) for f in flows] == [
+        ("echo", "echo"),
+        ("echo-prompt", "echo-prompt"),
+    ]
+    assert all(f.deployed for f in flows)
+    assert len(sent) == 2
+    assert sent[0].headers["x-api-key"] == "sk-SECRET"
+    assert sent[0].url.params["header_flows"] == "true"
+
+
+async def test_discovering_200_flows_costs_two_requests() -> None:
+    item = body("langflow", "flows_page1")["items"][0]
+    items = [{**item, "id": f"id-{i}", "name": f"flow {i}"} for i in range(200)]
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        page, size = int(request.url.params["page"]), int(request.url.params["size"])
+        return httpx.Response(
+            200,
+            json={
+                "items": items[(page - 1) * size : page * size],
+                "total": 200,
+                "page": page,
+                "size": size,
+                "pages": 2,
+            },
+        )
+
+    flows = await adapter(handle).discover_flows()
+
+    assert len(flows) == 200
+    assert len(sent) == 2
+
+
+async def test_a_run_sends_the_session_and_tweaks_and_reads_the_answer() -> None:
+    sent: list[httpx.Request] = []
+    tweaks = {"Prompt-echo1": {"template": "Echo: {user_input}"}}
+
+    result = await adapter(always("run_echo_prompt", sent)).execute_flow(
+        ECHO_ID, "hello langflow", session_id="fixture-session", parameters={"tweaks": tweaks}
+    )
+
+    payload = json.loads(sent[0].content)
+    assert payload == {
+        "input_value": "hello langflow",
+        "input_type": "chat",
+        "output_type": "chat",
+        "session_id": "fixture-session",
+        "tweaks": tweaks,
+    }
+    assert result.text == "Echo: hello langflow"
+    assert result.session_id == "fixture-session"
+
+
+async def test_streaming_bare_json_events_become_chunks_and_an_end() -> None:
+    events = [e async for e in adapter(always("run_stream")).stream_flow(ECHO_ID, "stream me")]
+
+    assert [e.type for e in events] == ["chunk", "end"]
+    assert events[0].text == events[1].text
+    assert events[1].session_id
+
+
+async def test_token_events_are_streamed_as_they_come() -> None:
+    stream = "\n\n".join(
+        json.dumps(e)
+        for e in [
+            {"event": "token", "data": {"chunk": "Ec"}},
+            {"event": "token", "data": {"chunk": "ho"}},
+            {"event": "end", "data": {"result": {"session_id": "s", "outputs": []}}},
+        ]
+    )
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=stream, headers={"content-type": "text/event-stream"})
+
+    events = [e async for e in adapter(handle).stream_flow(ECHO_ID, "q")]
+
+    assert [(e.type, e.text) for e in events] == [("chunk", "Ec"), ("chunk", "ho"), ("end", "Echo")]
+
+
+async def test_an_error_inside_a_200_stream_raises_with_the_inner_message() -> None:
+    with pytest.raises(BackendUnexpectedError, match="Error running graph"):
+        async for _ in adapter(always("run_error_stream")).stream_flow(ECHO_ID, "q"):
+            pass
+
+
+async def test_a_run_error_unwraps_the_json_string_in_detail() -> None:
+    with pytest.raises(BackendUnexpectedError) as raised:
+        await adapter(always("run_error")).execute_flow(ECHO_ID, "q")
+
+    assert raised.value.message.startswith("Langflow backend 'lf': Error running graph")
+    assert raised.value.http_status == 500
+
+
+@pytest.mark.parametrize(
+    ("capture", "error"),
+    [
+        ("run_no_key", BackendAuthenticationError),
+        ("run_bad_key", BackendAuthenticationError),
+        ("run_unknown_flow", BackendNotFoundError),
+    ],
+)
+async def test_run_errors_come_out_typed(capture: str, error: type[BackendError]) -> None:
+    with pytest.raises(error):
+        await adapter(always(capture)).execute_flow(ECHO_ID, "q")
+
+
+@pytest.mark.parametrize(
+    ("capture", "error"),
+    [
+        ("flows_no_key", BackendAuthenticationError),
+        ("flow_get_unknown", BackendNotFoundError),
+        ("flow_get_invalid_id", BackendValidationError),
+    ],
+)
+async def test_flow_errors_come_out_typed(capture: str, error: type[BackendError]) -> None:
+    with pytest.raises(error) as raised:
+        await adapter(always(capture)).get_flow("x")
+    assert "sk-SECRET" not in json.dumps(raised.value.as_dict())
+
+
+async def test_the_flow_lifecycle_calls() -> None:
+    sent: list[httpx.Request] = []
+    answers = iter(["flow_create", "flow_patch", "flow_delete"])
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return response("langflow", next(answers))
+
+    lf = adapter(handle)
+    created = await lf.create_flow({"name": "fixture-scratch", "data": {"nodes": [], "edges": []}})
+    patched = await lf.update_flow(created["id"], {"description": "patched by capture_fixtures.py"})
+    await lf.delete_flow(created["id"])
+
+    assert [r.method for r in sent] == ["POST", "PATCH", "DELETE"]
+    assert patched["description"] == "patched by capture_fixtures.py"
