@@ -6,6 +6,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django_celery_beat.models import PeriodicTask
 
 from flywheel.models import Tenant
 from routing.models import Intent, IntentPattern, RoutingPolicy, ScopePattern
@@ -86,3 +87,20 @@ def test_a_deleted_default_intent_comes_back_with_its_patterns() -> None:
     call_command("load_defaults", stdout=StringIO())
 
     assert IntentPattern.objects.filter(intent__slug="summarize").exists()
+
+
+def test_it_schedules_health_and_discovery_in_the_database() -> None:
+    call_command("load_defaults", stdout=StringIO())
+
+    tasks = {t.task: t.interval.every for t in PeriodicTask.objects.select_related("interval")}
+    assert tasks == {"backends.check_health": 30, "backends.discover_flows": 60}
+
+
+def test_schedule_edits_survive_running_it_again() -> None:
+    call_command("load_defaults", stdout=StringIO())
+    PeriodicTask.objects.filter(task="backends.check_health").update(enabled=False)
+
+    call_command("load_defaults", stdout=StringIO())
+
+    assert PeriodicTask.objects.count() == 2
+    assert PeriodicTask.objects.get(task="backends.check_health").enabled is False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import httpx
@@ -105,3 +106,29 @@ def test_the_beat_task_probes_every_enabled_backend(policy) -> None:
 
     assert check_health() == {"healthy": 1, "unhealthy": 0}
     assert HealthCheck.objects.count() == 1
+
+
+@respx.mock
+def test_backends_are_probed_concurrently_within_the_bound(policy) -> None:
+    backends = [
+        Backend.objects.create(name=f"b{i}", kind="flowise", base_url=f"http://b{i}.test")
+        for i in range(6)
+    ]
+    in_flight = peak = 0
+
+    async def slow_pong(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.05)
+        in_flight -= 1
+        return response("flowise", "ping")
+
+    respx.get(url__regex=r"http://b\d\.test/api/v1/ping").mock(side_effect=slow_pong)
+
+    outcomes = async_to_sync(ahealth_check_all)(backends, concurrency=2)
+
+    assert [o.backend for o in outcomes if isinstance(o, HealthOutcome)] == [
+        b.name for b in backends
+    ]
+    assert peak == 2

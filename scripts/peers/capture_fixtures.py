@@ -285,6 +285,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
+    except httpx.TransportError as exc:
+        print(f"error: {exc}; are the peers running? (scripts/peers/start.sh)", file=sys.stderr)
+        return 1
     except httpx.HTTPError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -183,10 +183,11 @@ async def test_a_rate_limited_flow_is_a_rate_limit_error(flowise: FlowiseBackend
             "name": f"flywheel-live-limited-{uuid.uuid4().hex[:8]}",
             "type": "CHATFLOW",
             "flowData": CHATFLOW_DATA,
-            "apiConfig": api_config,
         }
     )
     try:
+        # Flowise reads a flow's rate limit on update (and at start-up), not on create.
+        await flowise.update_chatflow(created["id"], {"apiConfig": api_config})
         await flowise.execute_flow(created["id"], "first")
         with pytest.raises(BackendRateLimitError):
             await flowise.execute_flow(created["id"], "second")
