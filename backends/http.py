@@ -81,7 +81,7 @@ class HttpClient:
             base_url=base_url.rstrip("/"),
             headers=dict(headers or {}),
             timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
             transport=transport,
         )
 

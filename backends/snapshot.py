@@ -49,6 +49,9 @@ def _flows_snapshot() -> dict[str, Any]:
             "kind": b.kind,
             "weight": b.weight,
             "tenant": b.tenant_id,
+            # Credentials stay out of the cache: a process loads them from the
+            # database, again whenever this version changes.
+            "version": b.updated_at.isoformat(),
         }
         for b in Backend.objects.filter(enabled=True)
     }

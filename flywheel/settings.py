@@ -204,3 +204,14 @@ LOGGING = {
 # --- Flywheel --------------------------------------------------------------------
 # How long /readyz waits for each dependency before calling it down.
 READINESS_TIMEOUT_SECONDS = read("FLYWHEEL_READINESS_TIMEOUT", as_positive_float, 2.0)
+# Public base URL, for links returned in answers (the trace page). Empty: the request's host.
+PUBLIC_URL = read("FLYWHEEL_PUBLIC_URL", as_url, "").rstrip("/")
+
+# Optional LLM for classification: any OpenAI-compatible endpoint. Unset: rules only.
+LLM_BASE_URL = read("LLM_BASE_URL", as_url, "")
+LLM_API_KEY = read("LLM_API_KEY", str, "")
+LLM_MODEL = read("LLM_MODEL", str, "gpt-4o-mini")
+LLM_TIMEOUT_SECONDS = read("LLM_TIMEOUT_SECONDS", as_positive_float, 2.0)
+
+# Seed 004: GLOBAL / LOCAL / HYBRID query-type routing, off by default.
+QUERY_ROUTING_ENABLED = read("QUERY_ROUTING_ENABLED", as_bool, False)

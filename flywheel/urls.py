@@ -9,9 +9,11 @@ from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from analytics.views import decision_trace
 from backends.api import BackendViewSet
 from chatflows.api import FlowListView
 from flywheel import errors, views
+from routing import api as routing_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("backends", BackendViewSet, basename="backend")
@@ -19,6 +21,18 @@ router.register("backends", BackendViewSet, basename="backend")
 api_v1 = [
     *router.urls,
     path("flows", FlowListView.as_view(), name="flows"),
+    path("query", routing_api.query, name="query"),
+    path("route", routing_api.route, name="route"),
+    path("sessions/<str:session_id>", routing_api.SessionView.as_view(), name="session"),
+    path("decisions", routing_api.DecisionListView.as_view(), name="decisions"),
+    path(
+        "decisions/<str:request_id>",
+        routing_api.DecisionDetailView.as_view(),
+        name="decision",
+    ),
+    path("query-router/route", routing_api.query_router_route, name="query-router-route"),
+    path("query-router/patterns", routing_api.query_router_patterns, name="query-router-patterns"),
+    path("query-router/status", routing_api.query_router_status, name="query-router-status"),
     path("whoami", views.WhoAmIView.as_view(), name="whoami"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
@@ -27,6 +41,7 @@ api_v1 = [
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    path("decisions/<uuid:request_id>", decision_trace, name="decision-trace"),
     path("readyz", views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_v1, "api"))),

@@ -41,7 +41,7 @@ class _RulePattern(models.Model):
     """A rule text plus how it is read: as a keyword or as a regular expression."""
 
     kind = models.CharField(max_length=10, choices=PatternKind.choices, default=PatternKind.KEYWORD)
-    pattern = models.CharField(max_length=500)
+    pattern = models.CharField(max_length=2000)
     weight = models.FloatField(
         default=1.0, validators=[MinValueValidator(0.01), MaxValueValidator(10.0)]
     )

@@ -22,7 +22,7 @@ from django.core.exceptions import ValidationError
 sre_parser: Any = importlib.import_module("re._parser")
 sre_constants: Any = importlib.import_module("re._constants")
 
-MAX_PATTERN_LENGTH = 500
+MAX_PATTERN_LENGTH = 2000
 # A repeat whose upper bound exceeds this counts as unbounded for nesting.
 _LARGE_REPEAT = 10
 _REPEATS = {sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT}

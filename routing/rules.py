@@ -1,4 +1,4 @@
-"""Compiled intent rules, shared by classification and flow keyword derivation.
+"""Compiled intent and scope rules, shared by classification and flow keyword derivation.
 
 Rules are compiled once per process and recompiled when any process changes
 a pattern or intent: saving bumps a version number in the shared cache, and
@@ -22,7 +22,7 @@ RECHECK_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class CompiledRule:
-    intent: str
+    label: str  # the intent slug, or the scope (global/local)
     pattern: str
     is_regex: bool
     weight: float
@@ -31,11 +31,13 @@ class CompiledRule:
 
 @dataclass(frozen=True)
 class IntentRuleSet:
-    """Every enabled rule of every enabled intent, grouped by intent slug."""
+    """Every enabled rule of every enabled intent, grouped by intent slug, and the
+    enabled scope (GLOBAL/LOCAL) rules, grouped by scope."""
 
     version: int
     rules: dict[str, tuple[CompiledRule, ...]]
     priorities: dict[str, int]
+    scopes: dict[str, tuple[CompiledRule, ...]]
 
     def matches(self, text: str) -> dict[str, list[CompiledRule]]:
         """The rules that match ``text``, by intent (intents without a match omitted)."""
@@ -47,25 +49,68 @@ class IntentRuleSet:
         return found
 
 
+def _compiled(label: str, pattern: str, is_regex: bool, weight: float) -> CompiledRule:
+    return CompiledRule(
+        label, pattern, is_regex, weight, compile_pattern(pattern, is_regex=is_regex)
+    )
+
+
+RuleSpec = tuple[str, bool, float]  # pattern, is_regex, weight
+
+
+def build_rules(
+    version: int,
+    intents: dict[str, tuple[int, list[RuleSpec]]],
+    scopes: dict[str, list[RuleSpec]],
+) -> IntentRuleSet:
+    """Compile plain rule specs: ``intents`` maps slug -> (priority, rules)."""
+    return IntentRuleSet(
+        version,
+        {
+            slug: tuple(_compiled(slug, *spec) for spec in specs)
+            for slug, (_, specs) in intents.items()
+        },
+        {slug: priority for slug, (priority, _) in intents.items()},
+        {
+            scope: tuple(_compiled(scope, *spec) for spec in specs)
+            for scope, specs in scopes.items()
+        },
+    )
+
+
+def default_rules() -> IntentRuleSet:
+    """The shipped defaults, compiled without a database (benchmarks, evaluation)."""
+    from routing.defaults import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS
+
+    return build_rules(
+        0,
+        {
+            d.slug: (d.priority, [(p.pattern, p.is_regex, p.weight) for p in d.patterns])
+            for d in DEFAULT_INTENTS
+        },
+        {
+            scope: [(p.pattern, p.is_regex, p.weight) for p in patterns]
+            for scope, patterns in DEFAULT_SCOPE_PATTERNS.items()
+        },
+    )
+
+
 def _compile(version: int) -> IntentRuleSet:
-    from routing.models import Intent, PatternKind
+    from routing.models import Intent, PatternKind, QueryScope, ScopePattern
 
     rules: dict[str, tuple[CompiledRule, ...]] = {}
     priorities: dict[str, int] = {}
     for intent in Intent.objects.filter(enabled=True).prefetch_related("patterns"):
         priorities[intent.slug] = intent.priority
         rules[intent.slug] = tuple(
-            CompiledRule(
-                intent=intent.slug,
-                pattern=p.pattern,
-                is_regex=p.kind == PatternKind.REGEX,
-                weight=p.weight,
-                matcher=compile_pattern(p.pattern, is_regex=p.kind == PatternKind.REGEX),
-            )
+            _compiled(intent.slug, p.pattern, p.kind == PatternKind.REGEX, p.weight)
             for p in intent.patterns.all()
             if p.enabled
         )
-    return IntentRuleSet(version, rules, priorities)
+    scopes: dict[str, tuple[CompiledRule, ...]] = dict.fromkeys(QueryScope.values, ())
+    for p in ScopePattern.objects.filter(enabled=True).order_by("scope", "id"):
+        scopes[p.scope] += (_compiled(p.scope, p.pattern, p.kind == PatternKind.REGEX, p.weight),)
+    return IntentRuleSet(version, rules, priorities, scopes)
 
 
 class _RuleCache:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.db import connection
 from rest_framework.test import APIClient
@@ -46,3 +48,18 @@ def backend(db) -> Backend:
         base_url="http://127.0.0.1:3000",
         api_key="sk-flowise-SECRET-do-not-render",
     )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_routing_state() -> Iterator[None]:
+    """Each test starts with empty shared caches and no in-process routing memo."""
+    from django.core.cache import cache
+
+    from routing import execution, state
+
+    cache.clear()
+    state.forget()
+    execution.forget_configs()
+    yield
+    state.forget()
+    execution.forget_configs()

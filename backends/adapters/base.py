@@ -8,11 +8,19 @@ only the typed errors of ``backends.errors``.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from backends.http import HttpClient
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One earlier question and its answer."""
+
+    question: str
+    answer: str
 
 
 @dataclass(frozen=True)
@@ -95,8 +103,13 @@ class FlowBackend(abc.ABC):
         *,
         session_id: str | None = None,
         parameters: Mapping[str, Any] | None = None,
+        history: Sequence[Exchange] = (),
     ) -> ExecutionResult:
-        """Run a flow and return its answer."""
+        """Run a flow and return its answer.
+
+        ``history`` holds earlier exchanges of the conversation that this
+        backend has not seen (the session moved here from another backend).
+        """
 
     @abc.abstractmethod
     def stream_flow(
@@ -106,6 +119,7 @@ class FlowBackend(abc.ABC):
         *,
         session_id: str | None = None,
         parameters: Mapping[str, Any] | None = None,
+        history: Sequence[Exchange] = (),
     ) -> AsyncIterator[StreamEvent]:
         """Run a flow, yielding text chunks and then one end event."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -21,6 +21,7 @@ import httpx
 from backends.adapters.base import (
     BackendConfig,
     DiscoveredFlow,
+    Exchange,
     ExecutionResult,
     FlowBackend,
     HealthResult,
@@ -112,13 +113,18 @@ def _encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def prediction_body(
-    question: str, session_id: str | None, parameters: Mapping[str, Any] | None, *, stream: bool
+    question: str,
+    session_id: str | None,
+    parameters: Mapping[str, Any] | None,
+    *,
+    stream: bool,
+    history: Sequence[Exchange] = (),
 ) -> dict[str, Any]:
-    """The prediction request: parameters and the session id go into overrideConfig."""
+    """The prediction request: parameters and the session id go into overrideConfig,
+    earlier exchanges into Flowise's own ``history`` field."""
     override: dict[str, Any] = {}
     extra = dict(parameters or {})
     extra.pop("stream", None)
-    history = extra.pop("history", None)
     for key, value in extra.items():
         override[_PARAMETER_NAMES.get(key, key)] = value
     if session_id:
@@ -127,7 +133,14 @@ def prediction_body(
     if override:
         body["overrideConfig"] = override
     if history:
-        body["history"] = list(history)
+        body["history"] = [
+            item
+            for exchange in history
+            for item in (
+                {"role": "userMessage", "content": exchange.question},
+                {"role": "apiMessage", "content": exchange.answer},
+            )
+        ]
     return body
 
 
@@ -189,8 +202,9 @@ class FlowiseBackend(FlowBackend):
         *,
         session_id: str | None = None,
         parameters: Mapping[str, Any] | None = None,
+        history: Sequence[Exchange] = (),
     ) -> ExecutionResult:
-        body = prediction_body(question, session_id, parameters, stream=False)
+        body = prediction_body(question, session_id, parameters, stream=False, history=history)
         response = await self.http.request("POST", f"/api/v1/prediction/{flow_id}", json=body)
         data = _json_or_not_found(response, self.config.name)
         if not isinstance(data, dict) or ("text" not in data and "json" not in data):
@@ -214,8 +228,9 @@ class FlowiseBackend(FlowBackend):
         *,
         session_id: str | None = None,
         parameters: Mapping[str, Any] | None = None,
+        history: Sequence[Exchange] = (),
     ) -> AsyncIterator[StreamEvent]:
-        body = prediction_body(question, session_id, parameters, stream=True)
+        body = prediction_body(question, session_id, parameters, stream=True, history=history)
         async with self.http.stream("POST", f"/api/v1/prediction/{flow_id}", json=body) as response:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 # Not streamable (e.g. a custom-function CHATFLOW): a plain JSON answer.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -19,6 +19,7 @@ import httpx
 from backends.adapters.base import (
     BackendConfig,
     DiscoveredFlow,
+    Exchange,
     ExecutionResult,
     FlowBackend,
     HealthResult,
@@ -82,11 +83,26 @@ def map_error(response: httpx.Response, backend: str) -> BackendError:
     return BackendUnexpectedError(text, **args)
 
 
+def with_history(question: str, history: Sequence[Exchange]) -> str:
+    """Langflow's run API takes no history: earlier exchanges travel in the input text."""
+    if not history:
+        return question
+    lines = [f"User: {e.question}\nAssistant: {e.answer}" for e in history]
+    return "Conversation so far:\n" + "\n".join(lines) + f"\n\nUser: {question}"
+
+
 def run_body(
-    question: str, session_id: str | None, parameters: Mapping[str, Any] | None
+    question: str,
+    session_id: str | None,
+    parameters: Mapping[str, Any] | None,
+    history: Sequence[Exchange] = (),
 ) -> dict[str, Any]:
     """The run request: ``tweaks`` pass through; a session id is sent only when given."""
-    body: dict[str, Any] = {"input_value": question, "input_type": "chat", "output_type": "chat"}
+    body: dict[str, Any] = {
+        "input_value": with_history(question, history),
+        "input_type": "chat",
+        "output_type": "chat",
+    }
     if session_id:
         body["session_id"] = session_id
     tweaks = (parameters or {}).get("tweaks")
@@ -173,12 +189,13 @@ class LangflowBackend(FlowBackend):
         *,
         session_id: str | None = None,
         parameters: Mapping[str, Any] | None = None,
+        history: Sequence[Exchange] = (),
     ) -> ExecutionResult:
         response = await self.http.request(
             "POST",
             f"/api/v1/run/{flow_id}",
             params={"stream": "false"},
-            json=run_body(question, session_id, parameters),
+            json=run_body(question, session_id, parameters, history),
         )
         data = json_body(response, self.config.name)
         return ExecutionResult(
@@ -194,6 +211,7 @@ class LangflowBackend(FlowBackend):
         *,
         session_id: str | None = None,
         parameters: Mapping[str, Any] | None = None,
+        history: Sequence[Exchange] = (),
     ) -> AsyncIterator[StreamEvent]:
         parts: list[str] = []
         pending_error = ""
@@ -201,7 +219,7 @@ class LangflowBackend(FlowBackend):
             "POST",
             f"/api/v1/run/{flow_id}",
             params={"stream": "true"},
-            json=run_body(question, session_id, parameters),
+            json=run_body(question, session_id, parameters, history),
         ) as response:
             async for event, payload in _json_events(response):
                 if event == "token":

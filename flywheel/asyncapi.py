@@ -1,0 +1,75 @@
+"""A thin async door for the hot endpoints (the query path), beside DRF's sync views.
+
+DRF views are synchronous, so a request that waits on a backend would hold a
+worker thread for the whole wait. The query endpoints are plain async Django
+views instead; this module gives them what DRF gives the others: API-key
+authentication, JSON parsing and the one error shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, JsonResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+
+from flywheel.errors import ApplicationError, AuthenticationError, ValidationError, error_body
+from flywheel.models import ApiKey
+from flywheel.services import api_key_authenticate
+
+logger = logging.getLogger(__name__)
+
+AsyncView = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
+
+
+async def authenticate(request: HttpRequest) -> ApiKey:
+    """The API key of ``Authorization: Bearer <key>``. Raises AuthenticationError."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw_key = header.partition(" ")
+    if scheme != "Bearer" or not raw_key.strip():
+        raise AuthenticationError("Use the header 'Authorization: Bearer <key>'.")
+    return await sync_to_async(api_key_authenticate)(raw_key=raw_key.strip())
+
+
+def json_body(request: HttpRequest) -> Any:
+    """The request's JSON body. Raises ValidationError when it is not JSON."""
+    try:
+        return json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValidationError(
+            "The request body is not valid JSON.", details={"reason": str(err)}
+        ) from err
+
+
+def error_response(err: ApplicationError) -> JsonResponse:
+    response = JsonResponse(err.as_dict(), status=err.status_code)
+    if isinstance(err, AuthenticationError):
+        response["WWW-Authenticate"] = 'Bearer realm="api"'
+    return response
+
+
+def async_api(*methods: str) -> Callable[[AsyncView], AsyncView]:
+    """Wrap an async view ``view(request, api_key, **kwargs)``: method check, API key, errors."""
+
+    def decorate(view: AsyncView) -> AsyncView:
+        @csrf_exempt  # API-key auth, no cookies: there is no session to forge
+        @functools.wraps(view)
+        async def wrapper(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
+            if request.method not in methods:
+                body = error_body("MethodNotAllowed", f"Method {request.method} not allowed.")
+                return JsonResponse(body, status=405, headers={"Allow": ", ".join(methods)})
+            try:
+                api_key = await authenticate(request)
+                return await view(request, api_key, **kwargs)
+            except ApplicationError as err:
+                return error_response(err)
+
+        return wrapper
+
+    return decorate

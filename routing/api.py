@@ -1,0 +1,206 @@
+"""REST doors for routing: the universal query, the dry run, sessions, decisions,
+and seed 004's query-router endpoints. Each calls the routing services."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from rest_framework import serializers
+from rest_framework.generics import ListAPIView
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from analytics.models import RoutingDecision
+from analytics.selectors import decision_get, decisions_for
+from flywheel.asyncapi import async_api, json_body
+from flywheel.authentication import request_api_key
+from flywheel.errors import NotFoundError, ValidationError
+from flywheel.models import ApiKey
+from routing import querytype_service
+from routing.requests import query_request
+from routing.service import answer_question, route_question, stream_answer
+from routing.sessions import session_get
+
+
+def _absolute(request: HttpRequest, body: dict[str, Any]) -> dict[str, Any]:
+    if "trace_url" in body:
+        base = settings.PUBLIC_URL or request.build_absolute_uri("/").rstrip("/")
+        body["trace_url"] = f"{base}{body['trace_url']}"
+    return body
+
+
+def _sse(event: str, data: dict[str, Any]) -> str:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n"
+
+
+async def _events(
+    request: HttpRequest, events: AsyncIterator[dict[str, Any]]
+) -> AsyncIterator[str]:
+    async for event in events:
+        name = event.pop("event")
+        yield _sse(name, _absolute(request, event) if name == "end" else event)
+
+
+@async_api("POST")
+async def query(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
+    """POST /api/v1/query: answer a question (JSON; Server-Sent Events with parameters.stream)."""
+    query_req = query_request(json_body(request))
+    tenant = await sync_to_async(lambda: api_key.tenant)()
+    if query_req.stream:
+        response = StreamingHttpResponse(
+            _events(request, stream_answer(query_req, tenant=tenant)),
+            content_type="text/event-stream",
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+    body = await answer_question(query_req, tenant=tenant)
+    return JsonResponse(_absolute(request, body))
+
+
+@async_api("POST")
+async def route(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
+    """POST /api/v1/route: classify and score without running anything."""
+    query_req = query_request(json_body(request))
+    tenant = await sync_to_async(lambda: api_key.tenant)()
+    return JsonResponse(await route_question(query_req, tenant=tenant))
+
+
+def _router_enabled() -> None:
+    if not settings.QUERY_ROUTING_ENABLED:
+        raise NotFoundError(
+            "Query routing is disabled. Set QUERY_ROUTING_ENABLED=true to enable it; "
+            "GET /api/v1/query-router/status answers either way.",
+            details={"enabled": False},
+        )
+
+
+@async_api("POST")
+async def query_router_route(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
+    """POST /api/v1/query-router/route {"query"}: GLOBAL / LOCAL / HYBRID with reasoning."""
+    _router_enabled()
+    data = json_body(request)
+    if not isinstance(data, dict):
+        raise ValidationError("The request body must be a JSON object.")
+    errors = {name: "Unknown field." for name in data if name != "query"}
+    question = data.get("query")
+    if not isinstance(question, str) or not question.strip() or len(question) > 10_000:
+        errors["query"] = "Required: 1-10000 characters."
+    if errors:
+        # The tenant comes from the API key: a tenant_id in the body is refused, not trusted.
+        raise ValidationError("The query is not valid.", details={"fields": errors})
+    question = str(question)
+    tenant = await sync_to_async(lambda: api_key.tenant)()
+    result = await querytype_service.route_query_type(question.strip(), tenant_slug=tenant.slug)
+    return JsonResponse(result)
+
+
+@async_api("GET")
+async def query_router_patterns(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
+    """GET /api/v1/query-router/patterns: the GLOBAL and LOCAL rules in use."""
+    _router_enabled()
+    return JsonResponse(await sync_to_async(querytype_service.patterns)())
+
+
+@async_api("GET")
+async def query_router_status(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
+    """GET /api/v1/query-router/status: configuration, whether enabled or not."""
+    return JsonResponse(await sync_to_async(querytype_service.status)())
+
+
+class TurnSerializer(serializers.Serializer):
+    question = serializers.CharField()
+    answer = serializers.CharField()
+    intent = serializers.CharField()
+    backend = serializers.CharField(source="backend.name", allow_null=True, default=None)
+    flow = serializers.CharField(source="flow.name", allow_null=True, default=None)
+    created_at = serializers.DateTimeField()
+
+
+class SessionSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    turns = serializers.SerializerMethodField()
+
+    def get_turns(self, session: Any) -> Any:
+        turns = session.turns.select_related("backend", "flow").order_by("created_at", "id")
+        return TurnSerializer(turns, many=True).data
+
+
+class SessionView(APIView):
+    """GET /api/v1/sessions/{id}: a conversation and its turns."""
+
+    def get(self, request: Request, session_id: str) -> Response:
+        session = session_get(tenant=request_api_key(request).tenant, session_id=session_id)
+        return Response(SessionSerializer(session).data)
+
+
+class DecisionSerializer(serializers.ModelSerializer):
+    backend = serializers.CharField(source="backend.name", allow_null=True, default=None)
+    flow = serializers.CharField(source="flow.name", allow_null=True, default=None)
+    session_id = serializers.UUIDField(allow_null=True)
+
+    class Meta:
+        model = RoutingDecision
+        fields = [
+            "request_id",
+            "created_at",
+            "session_id",
+            "question",
+            "intent",
+            "intent_confidence",
+            "intent_method",
+            "query_type",
+            "query_type_confidence",
+            "routing_method",
+            "backend",
+            "flow",
+            "score",
+            "candidates",
+            "fallback_chain",
+            "outcome",
+            "error_type",
+            "classify_ms",
+            "route_ms",
+            "execute_ms",
+            "total_ms",
+        ]
+
+
+class DecisionPagination(LimitOffsetPagination):
+    default_limit = 50
+    max_limit = 500
+
+
+class DecisionListView(ListAPIView):
+    """GET /api/v1/decisions?intent=&outcome=&backend=&session=: the tenant's decisions."""
+
+    serializer_class = DecisionSerializer
+    pagination_class = DecisionPagination
+
+    def get_queryset(self) -> Any:
+        params = self.request.query_params
+        return decisions_for(
+            request_api_key(self.request).tenant,
+            intent=params.get("intent"),
+            outcome=params.get("outcome"),
+            backend=params.get("backend"),
+            session_id=params.get("session"),
+        )
+
+
+class DecisionDetailView(APIView):
+    """GET /api/v1/decisions/{request_id}."""
+
+    def get(self, request: Request, request_id: str) -> Response:
+        decision = decision_get(request_api_key(request).tenant, request_id)
+        return Response(DecisionSerializer(decision).data)

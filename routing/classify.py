@@ -1,0 +1,136 @@
+"""Intent classification: rules, then conversation context, then (optionally) an LLM.
+
+Pure functions over plain values: the compiled rules, the session's recent
+turns and the policy's threshold go in; a frozen IntentResult comes out.
+The LLM step lives in routing.llm and is awaited by the query service only
+when the rules and the context leave the confidence below the threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from routing.rules import IntentRuleSet
+
+FALLBACK_INTENT = "general"
+# Matched rule weight at which confidence reaches 1 - 1/e (~0.63); a single
+# strong rule (2.5) clears the default 0.7 threshold, a weak one (1.0) does not.
+STRENGTH_SCALE = 1.7
+CONTEXT_CONFIDENCE = 0.75
+FOLLOW_UP_MAX_WORDS = 8
+_FOLLOW_UP_START = re.compile(
+    r"^\s*(and|also|what about|how about|same|then|but|so|ok(ay)?|now|why|how come|"
+    r"in\s+\w+\s*\?|for\s+\w+|or|plus|what if|and if|too)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A past turn as the classifier sees it."""
+
+    question: str
+    intent: str
+    answer: str = ""
+
+
+@dataclass(frozen=True)
+class IntentResult:
+    intent: str
+    confidence: float
+    method: str  # rules | context | llm | override
+    evidence: tuple[str, ...] = field(default_factory=tuple)
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def rule_scores(
+    rules: IntentRuleSet, question: str
+) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """Summed weights of the matching rules per intent, and the patterns that matched."""
+    scores: dict[str, float] = {}
+    evidence: dict[str, list[str]] = {}
+    for intent, hits in rules.matches(question).items():
+        scores[intent] = round(sum(rule.weight for rule in hits), 4)
+        evidence[intent] = [rule.pattern for rule in hits]
+    return scores, evidence
+
+
+def confidence_of(top: float, runner_up: float) -> float:
+    """How sure the rules are: the winner's strength, discounted by a close runner-up.
+
+    A tie halves the strength; a runner-up at half the winner's score costs an eighth.
+    """
+    if top <= 0:
+        return 0.0
+    strength = 1 - math.exp(-top / STRENGTH_SCALE)
+    closeness = runner_up / top
+    return round(strength * (1 - 0.5 * closeness**2), 4)
+
+
+def classify_by_rules(rules: IntentRuleSet, question: str) -> IntentResult:
+    """The best-scoring intent by rules; ``general`` with confidence 0 when nothing matches."""
+    scores, evidence = rule_scores(rules, question)
+    if not scores:
+        return IntentResult(FALLBACK_INTENT, 0.0, "rules")
+    ranked = sorted(scores, key=lambda i: (scores[i], rules.priorities.get(i, 0), i), reverse=True)
+    top = ranked[0]
+    runner_up = scores[ranked[1]] if len(ranked) > 1 else 0.0
+    return IntentResult(
+        intent=top,
+        confidence=confidence_of(scores[top], runner_up),
+        method="rules",
+        evidence=tuple(evidence[top]),
+        scores=scores,
+    )
+
+
+def is_follow_up(question: str) -> bool:
+    """A short, elliptical continuation such as "and in Go?" or "why?"."""
+    words = _WORD.findall(question)
+    if not words:
+        return False
+    return len(words) <= FOLLOW_UP_MAX_WORDS and (
+        bool(_FOLLOW_UP_START.match(question)) or len(words) <= 3
+    )
+
+
+def classify_with_context(
+    rules: IntentRuleSet,
+    question: str,
+    history: Sequence[Turn],
+    threshold: float,
+) -> IntentResult:
+    """Rules first; a follow-up the rules are unsure of inherits the session's topic.
+
+    ``history`` holds the session's recent turns, oldest first (the last five).
+    """
+    by_rules = classify_by_rules(rules, question)
+    if by_rules.confidence >= threshold or not history or not is_follow_up(question):
+        return by_rules
+    topic = history[-1]
+    if topic.intent not in rules.priorities:
+        return by_rules
+    return IntentResult(
+        intent=topic.intent,
+        confidence=max(CONTEXT_CONFIDENCE, by_rules.confidence),
+        method="context",
+        evidence=(f"follow-up of: {topic.question[:80]}",),
+        scores=by_rules.scores,
+    )
+
+
+def settle(result: IntentResult, threshold: float) -> IntentResult:
+    """Below the threshold, and with nothing better to ask, the answer is ``general``."""
+    if result.confidence >= threshold or result.intent == FALLBACK_INTENT:
+        return result
+    return IntentResult(
+        FALLBACK_INTENT,
+        result.confidence,
+        result.method,
+        (f"below threshold: {result.intent} at {result.confidence:.2f}", *result.evidence),
+        result.scores,
+    )

@@ -1,0 +1,182 @@
+"""Running a question along the fallback chain, one candidate after another.
+
+Every attempt, failed ones included, becomes an Attempt (and later a
+PerformanceRecord). Only typed backend errors move on to the next candidate:
+a bug in Flywheel is not a reason to ask another backend.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from backends.adapters import get_adapter
+from backends.adapters.base import BackendConfig, Exchange, ExecutionResult, StreamEvent
+from backends.errors import BackendError
+from backends.models import Backend
+from backends.services import backend_config
+from routing.scoring import BackendEntry, Candidate
+
+# Credentials are read from the database, not from the shared cache; each
+# process keeps them per backend until the backend's version changes.
+_configs: dict[int, tuple[str, BackendConfig]] = {}
+
+
+def forget_configs() -> None:
+    """Drop the remembered credentials (tests)."""
+    _configs.clear()
+
+
+def _load_config(backend_id: int) -> BackendConfig:
+    return backend_config(Backend.objects.get(pk=backend_id))
+
+
+async def config_for(backend: BackendEntry) -> BackendConfig:
+    cached = _configs.get(backend.id)
+    if cached is not None and cached[0] == backend.version:
+        return cached[1]
+    config = await sync_to_async(_load_config)(backend.id)
+    _configs[backend.id] = (backend.version, config)
+    return config
+
+
+@dataclass(frozen=True)
+class Attempt:
+    backend_id: int
+    backend: str
+    flow_id: int
+    flow: str
+    ok: bool
+    latency_ms: float
+    error_type: str = ""
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "flow": self.flow,
+            "ok": self.ok,
+            "latency_ms": self.latency_ms,
+            "error_type": self.error_type,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    result: ExecutionResult | None
+    winner: Candidate | None
+    attempts: tuple[Attempt, ...]
+    execute_ms: float
+
+
+HistoryFor = Callable[[Candidate], Sequence[Exchange]]
+
+
+def _attempt(candidate: Candidate, started: float, error: BackendError | None = None) -> Attempt:
+    return Attempt(
+        backend_id=candidate.backend.id,
+        backend=candidate.backend.name,
+        flow_id=candidate.flow.id,
+        flow=candidate.flow.name,
+        ok=error is None,
+        latency_ms=round((time.perf_counter() - started) * 1000, 2),
+        error_type=error.type if error else "",
+        error=error.message[:500] if error else "",
+    )
+
+
+async def run_chain(
+    candidates: Sequence[Candidate],
+    question: str,
+    *,
+    session_id: str,
+    parameters: dict[str, Any],
+    history_for: HistoryFor,
+) -> ChainResult:
+    """Ask each candidate in turn until one answers."""
+    attempts: list[Attempt] = []
+    chain_started = time.perf_counter()
+    for candidate in candidates:
+        adapter = get_adapter(await config_for(candidate.backend))
+        started = time.perf_counter()
+        try:
+            result = await adapter.execute_flow(
+                candidate.flow.external_id,
+                question,
+                session_id=session_id,
+                parameters=parameters,
+                history=history_for(candidate),
+            )
+        except BackendError as err:
+            attempts.append(_attempt(candidate, started, err))
+            continue
+        attempts.append(_attempt(candidate, started))
+        return ChainResult(result, candidate, tuple(attempts), _ms_since(chain_started))
+    return ChainResult(None, None, tuple(attempts), _ms_since(chain_started))
+
+
+@dataclass
+class StreamProgress:
+    """What a streamed chain has done so far (read once the stream ends)."""
+
+    attempts: list[Attempt]
+    winner: Candidate | None = None
+    result: ExecutionResult | None = None
+    execute_ms: float = 0.0
+
+
+async def stream_chain(
+    candidates: Sequence[Candidate],
+    question: str,
+    *,
+    session_id: str,
+    parameters: dict[str, Any],
+    history_for: HistoryFor,
+    progress: StreamProgress,
+) -> AsyncIterator[str]:
+    """Yield answer text chunks, falling back only while nothing has been sent.
+
+    Once a chunk has gone out, a failure ends the stream with the error:
+    mixing two backends' answers would be worse.
+    """
+    chain_started = time.perf_counter()
+    try:
+        for candidate in candidates:
+            adapter = get_adapter(await config_for(candidate.backend))
+            started = time.perf_counter()
+            sent = False
+            end: StreamEvent | None = None
+            try:
+                async for event in adapter.stream_flow(
+                    candidate.flow.external_id,
+                    question,
+                    session_id=session_id,
+                    parameters=parameters,
+                    history=history_for(candidate),
+                ):
+                    if event.type == "chunk" and event.text:
+                        sent = True
+                        yield event.text
+                    elif event.type == "end":
+                        end = event
+            except BackendError as err:
+                progress.attempts.append(_attempt(candidate, started, err))
+                if sent:
+                    raise
+                continue
+            progress.attempts.append(_attempt(candidate, started))
+            progress.winner = candidate
+            text = end.text if end else ""
+            progress.result = ExecutionResult(text, end.session_id if end else "", {})
+            return
+    finally:
+        progress.execute_ms = _ms_since(chain_started)
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)

@@ -1,0 +1,70 @@
+"""Dry run: classify and score questions without running any flow."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.core.management.base import BaseCommand, CommandParser
+
+from flywheel.errors import ApplicationError
+from flywheel.services import tenant_get_or_create_default
+from routing.requests import query_request
+from routing.service import route_question
+
+FIELDS = (
+    "question",
+    "intent",
+    "confidence",
+    "method",
+    "query_type",
+    "query_type_confidence",
+    "candidates",
+    "selected",
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Classify and score questions (a dry run: nothing is executed or recorded). "
+        "With no questions, reads one per line from stdin."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("questions", nargs="*", metavar="QUESTION")
+        parser.add_argument("--json", action="store_true", help="One JSON object per line.")
+        parser.add_argument("--backend", default="auto", help="auto, or a backend name or kind.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant = tenant_get_or_create_default()
+        questions = options["questions"] or (line.strip() for line in sys.stdin)
+        for question in questions:
+            if not question:
+                continue
+            try:
+                request = query_request({"question": question, "backend": options["backend"]})
+                plan = async_to_sync(route_question)(request, tenant=tenant)
+            except ApplicationError as err:
+                self.stderr.write(f"{question[:60]!r}: {err.message}")
+                continue
+            if options["json"]:
+                self.stdout.write(json.dumps({k: plan[k] for k in FIELDS}))
+            else:
+                self._print(plan)
+
+    def _print(self, plan: dict[str, Any]) -> None:
+        query_type = f", {plan['query_type']}" if plan["query_type"] else ""
+        self.stdout.write(
+            f"{plan['question'][:70]!r}\n  intent {plan['intent']} "
+            f"({plan['confidence']:.2f}, {plan['method']}{query_type})"
+        )
+        for candidate in plan["candidates"]:
+            self.stdout.write(
+                f"  {candidate['score']:.3f}  {candidate['backend']} / {candidate['flow']}  "
+                f"(match {candidate['match']:.2f}, health {candidate['health']:.0f}, "
+                f"performance {candidate['performance']:.2f})"
+            )
+        if plan["error"]:
+            self.stdout.write(f"  {plan['error']['type']}: {plan['error']['message']}")

@@ -1,0 +1,176 @@
+"""From a question to an ordered list of candidates: classification and selection.
+
+Everything here reads only the in-process RoutingState (no database, no
+network) except the optional LLM, which is awaited only when the rules are
+unsure and an LLM is configured and enabled in the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+
+from flywheel.errors import ValidationError
+from routing import llm
+from routing.classify import (
+    IntentResult,
+    Turn,
+    classify_with_context,
+    settle,
+)
+from routing.errors import BackendUnavailableError, NoMatchingFlowError
+from routing.querytype import QueryTypeDecision, below_threshold, classify_query_type
+from routing.scoring import (
+    BackendEntry,
+    Candidate,
+    best_flow,
+    in_cooldown,
+    score_candidates,
+)
+from routing.state import RoutingState, recent_performance
+
+
+@dataclass(frozen=True)
+class Plan:
+    candidates: tuple[Candidate, ...]
+    routing_method: str  # auto | explicit
+    all_down: bool = False  # candidates exist only on backends that are down
+
+
+def _labels(state: RoutingState) -> dict[str, str]:
+    return {slug: slug.replace("-", " ") for slug in state.rules.priorities}
+
+
+async def classify_intent(
+    state: RoutingState, question: str, history: Sequence[Turn], override: str | None
+) -> IntentResult:
+    """Intent by override, rules, context or LLM. Raises ValidationError for an unknown override."""
+    if override is not None:
+        if override not in state.rules.priorities:
+            raise ValidationError(
+                f"Unknown or disabled intent {override!r}.",
+                details={"intent": override, "known": sorted(state.rules.priorities)},
+            )
+        return IntentResult(override, 1.0, "override")
+    threshold = state.policy.confidence_threshold
+    result = classify_with_context(state.rules, question, history, threshold)
+    config = llm.llm_config() if state.policy.llm_classification_enabled else None
+    if result.confidence < threshold and config is not None:
+        label = await llm.llm_intent(
+            config, question, _labels(state), [t.question for t in history]
+        )
+        if label is not None:
+            return IntentResult(
+                label, llm.LLM_INTENT_CONFIDENCE, "llm", (f"llm: {label}",), result.scores
+            )
+    return settle(result, threshold)
+
+
+async def classify_type(state: RoutingState, question: str) -> QueryTypeDecision | None:
+    """GLOBAL / LOCAL / HYBRID when query routing is enabled, else None."""
+    if not settings.QUERY_ROUTING_ENABLED:
+        return None
+    return await decide_query_type(state, question)
+
+
+async def decide_query_type(state: RoutingState, question: str) -> QueryTypeDecision:
+    """Rules, then the LLM when unsure (if configured and enabled), then HYBRID if still unsure."""
+    decision = classify_query_type(state.rules, question)
+    threshold = state.policy.confidence_threshold
+    config = llm.llm_config() if state.policy.llm_classification_enabled else None
+    if decision.confidence < threshold and config is not None:
+        answered = await llm.llm_query_type(config, question)
+        if answered is not None:
+            query_type, confidence, reasoning = answered
+            weights = {"GLOBAL": (1.0, 0.0), "LOCAL": (0.0, 1.0)}.get(query_type, (0.5, 0.5))
+            decision = QueryTypeDecision(
+                query_type,
+                confidence,
+                reasoning,
+                *weights,
+                method="llm",
+                evidence=decision.evidence,
+            )
+    return below_threshold(decision, threshold)
+
+
+def _explicit(
+    state: RoutingState,
+    backends: list[BackendEntry],
+    *,
+    preference: str,
+    intent: str,
+    now: datetime,
+) -> Plan:
+    wanted = preference.lower()
+    named = [b for b in backends if b.name.lower() == wanted] or [
+        b for b in backends if b.kind == wanted
+    ]
+    if not named:
+        raise ValidationError(
+            f"No backend named or of kind {preference!r}.",
+            details={"backend": preference, "known": sorted(b.name for b in backends)},
+        )
+    usable = [
+        b
+        for b in named
+        if not in_cooldown(state.health.get(b.id), now)
+        and (state.health.get(b.id) is None or state.health[b.id].healthy)
+    ]
+    if not usable:
+        raise BackendUnavailableError(
+            f"Backend {preference!r} is unavailable (unhealthy or in cooldown).",
+            details={"backend": preference},
+        )
+    candidates = []
+    for backend in usable:
+        found = best_flow(backend, intent, None)
+        if found is not None:
+            flow, match = found
+            candidates.append(
+                Candidate(
+                    backend, flow, round(match, 4), 1.0, 0.5, 1.0, intent not in flow.keywords
+                )
+            )
+    if not candidates:
+        raise NoMatchingFlowError(
+            f"Backend {preference!r} has no flow for intent {intent!r} and no generic flow.",
+            details={"backend": preference, "intent": intent},
+        )
+    return Plan(tuple(candidates), "explicit")
+
+
+def plan(
+    state: RoutingState,
+    *,
+    tenant_id: int | None,
+    intent: str,
+    query_type: str | None,
+    preference: str,
+    now: datetime,
+) -> Plan:
+    """The candidates to try, in order. Raises for a bad explicit backend or no matching flow."""
+    backends = state.backends_for(tenant_id)
+    if preference.lower() != "auto":
+        return _explicit(state, backends, preference=preference, intent=intent, now=now)
+    performance = recent_performance([b.id for b in backends], intent)
+    candidates = score_candidates(
+        backends,
+        intent=intent,
+        health=state.health,
+        performance=performance,
+        policy=state.policy,
+        now=now,
+        query_type=query_type,
+    )
+    if not candidates:
+        if any(best_flow(b, intent, None) for b in backends):
+            return Plan((), "auto", all_down=True)  # matching flows exist, all in cooldown
+        raise NoMatchingFlowError(
+            f"No flow serves intent {intent!r}, and there is no generic flow.",
+            details={"intent": intent},
+        )
+    return Plan(tuple(candidates), "auto")

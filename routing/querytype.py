@@ -1,0 +1,94 @@
+"""Query type (seed 004): GLOBAL (corpus-wide), LOCAL (a specific entity or fact) or HYBRID.
+
+Rules first: the weights of matching GLOBAL and LOCAL patterns give a ratio
+and a confidence. Below the confidence threshold the LLM may decide (when
+configured and enabled); otherwise the answer is HYBRID with weights from
+the ratio, never a guess.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from routing.rules import IntentRuleSet
+
+GLOBAL, LOCAL, HYBRID = "GLOBAL", "LOCAL", "HYBRID"
+# A side wins outright from this share of the matched weight (seed 004: 0.7 / 0.3).
+DECISIVE_RATIO = 0.7
+STRENGTH_SCALE = 1.0
+NO_MATCH_CONFIDENCE = 0.3
+
+
+@dataclass(frozen=True)
+class QueryTypeDecision:
+    query_type: str
+    confidence: float
+    reasoning: str
+    global_weight: float
+    local_weight: float
+    method: str = "rules"  # rules | llm | fallback
+    evidence: dict[str, list[str]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "query_type": self.query_type,
+            "confidence": self.confidence,
+            "reasoning": self.reasoning,
+            "global_weight": self.global_weight,
+            "local_weight": self.local_weight,
+            "method": self.method,
+            "evidence": self.evidence,
+        }
+
+
+def classify_query_type(rules: IntentRuleSet, question: str) -> QueryTypeDecision:
+    """The rule-based decision; HYBRID 50/50 at low confidence when nothing matches."""
+    hits = {
+        scope: [rule for rule in scope_rules if rule.matcher.search(question)]
+        for scope, scope_rules in rules.scopes.items()
+    }
+    evidence = {scope: [r.pattern for r in found] for scope, found in hits.items() if found}
+    g = sum(r.weight for r in hits.get("global", []))
+    loc = sum(r.weight for r in hits.get("local", []))
+    if g + loc == 0:
+        return QueryTypeDecision(
+            HYBRID, NO_MATCH_CONFIDENCE, "No global or local pattern matched.", 0.5, 0.5
+        )
+    ratio = g / (g + loc)
+    if ratio >= DECISIVE_RATIO or ratio <= 1 - DECISIVE_RATIO:
+        query_type, weight, share = (GLOBAL, g, ratio) if ratio >= 0.5 else (LOCAL, loc, 1 - ratio)
+        confidence = round(share * (1 - math.exp(-weight / STRENGTH_SCALE)), 4)
+        reasoning = (
+            f"{query_type.title()} patterns carry {share:.0%} of the matched weight "
+            f"({weight:g}): {', '.join(evidence[query_type.lower()][:3])}."
+        )
+        weights = (1.0, 0.0) if query_type == GLOBAL else (0.0, 1.0)
+        return QueryTypeDecision(query_type, confidence, reasoning, *weights, evidence=evidence)
+    confidence = round(1 - abs(ratio - 0.5), 4) * 0.6
+    reasoning = f"Both global ({g:g}) and local ({loc:g}) patterns matched."
+    return QueryTypeDecision(
+        HYBRID,
+        round(confidence, 4),
+        reasoning,
+        round(ratio, 4),
+        round(1 - ratio, 4),
+        evidence=evidence,
+    )
+
+
+def below_threshold(decision: QueryTypeDecision, threshold: float) -> QueryTypeDecision:
+    """AC 10: an unsure decision becomes HYBRID, weighted by what the rules saw."""
+    if decision.confidence >= threshold or decision.query_type == HYBRID:
+        return decision
+    g = 0.5 + (0.25 if decision.query_type == GLOBAL else -0.25)
+    return QueryTypeDecision(
+        HYBRID,
+        decision.confidence,
+        f"{decision.reasoning} Confidence {decision.confidence:.2f} is below "
+        f"{threshold:.2f}, so both strategies are used.",
+        g,
+        1 - g,
+        method="fallback",
+        evidence=decision.evidence,
+    )

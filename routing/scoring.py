@@ -1,0 +1,184 @@
+"""Candidate selection and scoring (seed 000), as pure functions over plain values.
+
+score = w_match * match + w_health * health + w_performance * performance
+
+- match: 0 when no flow of the backend serves the intent, else
+  0.5 + 0.5 * min(len(keywords) / 10, 1) for its best flow; a generic flow
+  serves any intent at half that. With query routing on, a flow whose scope
+  fits the question's type scores a little more, one that does not, less.
+- health: 1 healthy, 0 not (a backend in cooldown is not a candidate at all).
+- performance: over the last N attempts for backend + intent,
+  0.7 * success_rate + 0.3 * (1 - min(avg_latency / ceiling, 1)); 0.5 with none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+GENERIC_FACTOR = 0.5
+SCOPE_FIT_BONUS = 0.1
+SCOPE_MISFIT_FACTOR = 0.8
+NO_HISTORY_PERFORMANCE = 0.5
+
+
+@dataclass(frozen=True)
+class PolicyValues:
+    weight_match: float = 0.5
+    weight_health: float = 0.3
+    weight_performance: float = 0.2
+    performance_window: int = 10
+    latency_ceiling_ms: float = 5000.0
+    confidence_threshold: float = 0.7
+    llm_classification_enabled: bool = False
+    answer_cache_ttl_seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class FlowEntry:
+    id: int
+    backend_id: int
+    external_id: str
+    name: str
+    keywords: frozenset[str]
+    keyword_count: int
+    scope: str = "any"
+    is_generic: bool = False
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    id: int
+    name: str
+    kind: str
+    weight: float = 1.0
+    tenant_id: int | None = None
+    flows: tuple[FlowEntry, ...] = ()
+    version: str = ""
+
+
+@dataclass(frozen=True)
+class HealthEntry:
+    healthy: bool
+    cooldown_until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Performance:
+    """The last N attempts for one backend + intent."""
+
+    attempts: int
+    success_rate: float
+    avg_latency_ms: float
+
+
+@dataclass(frozen=True)
+class Candidate:
+    backend: BackendEntry
+    flow: FlowEntry
+    match: float
+    health: float
+    performance: float
+    score: float
+    generic: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "backend": self.backend.name,
+            "kind": self.backend.kind,
+            "flow": self.flow.name,
+            "flow_id": self.flow.external_id,
+            "score": self.score,
+            "match": self.match,
+            "health": self.health,
+            "performance": self.performance,
+            "generic": self.generic,
+        }
+
+
+def match_score(flow: FlowEntry, intent: str) -> float:
+    specificity = min(flow.keyword_count / 10, 1.0)
+    base = 0.5 + 0.5 * specificity
+    if intent in flow.keywords:
+        return base
+    return base * GENERIC_FACTOR if flow.is_generic else 0.0
+
+
+def scope_adjusted(score: float, flow: FlowEntry, query_type: str | None) -> float:
+    if not score or query_type not in {"GLOBAL", "LOCAL"} or flow.scope == "any":
+        return score
+    if flow.scope == query_type.lower():
+        return min(1.0, score + SCOPE_FIT_BONUS)
+    return score * SCOPE_MISFIT_FACTOR
+
+
+def performance_score(perf: Performance | None, ceiling_ms: float) -> float:
+    if perf is None or perf.attempts == 0:
+        return NO_HISTORY_PERFORMANCE
+    latency = 1.0 - min(perf.avg_latency_ms / ceiling_ms, 1.0)
+    return 0.7 * perf.success_rate + 0.3 * latency
+
+
+def best_flow(
+    backend: BackendEntry, intent: str, query_type: str | None
+) -> tuple[FlowEntry, float] | None:
+    """The backend's flow with the highest match for the intent, if any matches."""
+    best: tuple[FlowEntry, float] | None = None
+    for flow in backend.flows:
+        score = scope_adjusted(match_score(flow, intent), flow, query_type)
+        if score > 0 and (best is None or score > best[1]):
+            best = (flow, score)
+    return best
+
+
+def in_cooldown(health: HealthEntry | None, now: datetime) -> bool:
+    return bool(health and health.cooldown_until and health.cooldown_until > now)
+
+
+def score_candidates(
+    backends: Iterable[BackendEntry],
+    *,
+    intent: str,
+    health: Mapping[int, HealthEntry],
+    performance: Mapping[int, Performance],
+    policy: PolicyValues,
+    now: datetime,
+    query_type: str | None = None,
+) -> list[Candidate]:
+    """Every backend able to serve the intent, best first.
+
+    Backends in cooldown are left out; backends without a flow for the intent
+    (and no generic flow) are left out. Ties go to the higher backend weight,
+    then the name, so the order is stable.
+    """
+    candidates: list[Candidate] = []
+    for backend in backends:
+        state = health.get(backend.id)
+        if in_cooldown(state, now):
+            continue
+        found = best_flow(backend, intent, query_type)
+        if found is None:
+            continue
+        flow, match = found
+        healthy = 1.0 if state is not None and state.healthy else 0.0
+        perf = performance_score(performance.get(backend.id), policy.latency_ceiling_ms)
+        score = (
+            policy.weight_match * match
+            + policy.weight_health * healthy
+            + policy.weight_performance * perf
+        )
+        candidates.append(
+            Candidate(
+                backend=backend,
+                flow=flow,
+                match=round(match, 4),
+                health=healthy,
+                performance=round(perf, 4),
+                score=round(score, 4),
+                generic=intent not in flow.keywords,
+            )
+        )
+    candidates.sort(key=lambda c: (-c.score, -c.backend.weight, c.backend.name))
+    return candidates

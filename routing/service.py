@@ -1,0 +1,396 @@
+"""The universal query: the one code path that answers a question.
+
+REST, MCP, the CLI and the chat page all call :func:`answer_question` (or
+:func:`stream_answer`, or the dry run :func:`route_question`). Every query
+that reaches routing writes exactly one RoutingDecision, whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from backends.adapters.base import Exchange, ExecutionResult
+from flywheel.errors import ApplicationError, ValidationError
+from flywheel.models import Tenant
+from routing import conversation
+from routing.classify import IntentResult, Turn
+from routing.errors import AllBackendsFailedError
+from routing.execution import Attempt, StreamProgress, run_chain, stream_chain
+from routing.planning import Plan, classify_intent, classify_type, plan
+from routing.querytype import QueryTypeDecision
+from routing.recording import DecisionData, answer_recall, answer_remember, decision_record
+from routing.requests import QueryRequest
+from routing.scoring import Candidate
+from routing.sessions import PastTurn, session_answers, session_history, session_open
+from routing.state import RoutingState, now, routing_state
+
+# Tasks that must finish even if the client that started them goes away.
+_background: set[asyncio.Task[Any]] = set()
+
+
+def trace_path(request_id: uuid.UUID | str) -> str:
+    return f"/decisions/{request_id}"
+
+
+@dataclass
+class _Query:
+    """One query on its way through routing."""
+
+    request: QueryRequest
+    tenant: Tenant
+    request_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    started: float = field(default_factory=time.perf_counter)
+    session_id: uuid.UUID | None = None
+    history: list[PastTurn] = field(default_factory=list)
+    intent: IntentResult | None = None
+    query_type: QueryTypeDecision | None = None
+    plan: Plan | None = None
+    backend_question: str = ""
+    local_answer: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def classified(self) -> IntentResult:
+        if self.intent is None:
+            raise RuntimeError("the query has not been classified yet")
+        return self.intent
+
+    @property
+    def planned(self) -> Plan:
+        if self.plan is None:
+            raise RuntimeError("the query has no plan (it was answered locally)")
+        return self.plan
+
+    def mark(self, name: str) -> None:
+        elapsed = (time.perf_counter() - self.started) * 1000
+        self.timings[name] = round(elapsed - sum(self.timings.values()), 3)
+
+    def decision(self, outcome: str, **fields: Any) -> DecisionData:
+        intent = self.intent
+        qt = self.query_type
+        self.timings.setdefault("total_ms", round((time.perf_counter() - self.started) * 1000, 3))
+        return DecisionData(
+            request_id=self.request_id,
+            tenant_id=self.tenant.pk,
+            question=self.request.question,
+            outcome=outcome,
+            session_id=self.session_id,
+            intent=intent.intent if intent else "",
+            intent_confidence=intent.confidence if intent else None,
+            intent_method=intent.method if intent else "",
+            query_type=qt.query_type if qt else "",
+            query_type_confidence=qt.confidence if qt else None,
+            routing_method=self.plan.routing_method if self.plan else _method(self.request),
+            candidates=[c.as_dict() for c in self.plan.candidates] if self.plan else [],
+            timings=dict(self.timings),
+            **fields,
+        )
+
+
+def _method(request: QueryRequest) -> str:
+    return "auto" if request.backend.lower() == "auto" else "explicit"
+
+
+def _turns(history: Sequence[PastTurn]) -> list[Turn]:
+    return [Turn(t.question, t.intent, t.answer) for t in history]
+
+
+async def _record(query: _Query, data: DecisionData, state: RoutingState) -> None:
+    await sync_to_async(decision_record)(data, performance_window=state.policy.performance_window)
+
+
+async def _prepare(request: QueryRequest, tenant: Tenant, state: RoutingState) -> _Query:
+    """Session, classification and the plan. A rejection is recorded, then raised."""
+    query = _Query(request, tenant)
+    session, query.history = await sync_to_async(session_open)(
+        tenant=tenant, session_id=request.session_id
+    )
+    query.session_id = session.pk
+    try:
+        query.intent = await classify_intent(
+            state, request.question, _turns(query.history), request.intent
+        )
+        query.query_type = await classify_type(state, request.question)
+        query.mark("classify_ms")
+        query.backend_question = request.question
+        if query.intent.intent == "conversation-query":
+            full = await sync_to_async(session_history)(tenant=tenant, session_id=str(session.pk))
+            query.local_answer = conversation.answer_from_history(request.question, full)
+            query.mark("route_ms")
+            return query
+        if query.intent.intent == "summarize":
+            answers = await sync_to_async(session_answers)(
+                session=session, count=conversation.SUMMARIZE_LAST
+            )
+            if not answers:
+                raise ValidationError(
+                    "There is nothing to summarize yet: this conversation has no answers.",
+                    details={"session_id": str(session.pk)},
+                )
+            query.backend_question = conversation.summarize_question(answers)
+        query.plan = plan(
+            state,
+            tenant_id=tenant.pk,
+            intent=query.intent.intent,
+            query_type=query.query_type.query_type if query.query_type else None,
+            preference=request.backend,
+            now=now(),
+        )
+        query.mark("route_ms")
+    except ApplicationError as err:
+        await _record(query, query.decision("rejected", error_type=err.type), state)
+        err.details.setdefault("request_id", str(query.request_id))
+        raise
+    return query
+
+
+def _history_for(query: _Query) -> Any:
+    """Earlier exchanges to send along when the conversation moves to another backend."""
+    last_backend = next(
+        (t.backend_id for t in reversed(query.history) if t.backend_id is not None), None
+    )
+    exchanges = [Exchange(t.question, t.answer) for t in query.history if t.answer]
+
+    def history_for(candidate: Candidate) -> Sequence[Exchange]:
+        if last_backend is None or last_backend == candidate.backend.id:
+            return ()
+        return exchanges
+
+    return history_for
+
+
+def _routing_block(
+    query: _Query,
+    *,
+    winner: Candidate | None,
+    attempts: Sequence[Attempt],
+    cached: bool = False,
+) -> dict[str, Any]:
+    intent = query.classified
+    return {
+        "intent": intent.intent,
+        "intent_confidence": intent.confidence,
+        "method": intent.method,
+        "evidence": list(intent.evidence),
+        "query_type": query.query_type.as_dict() if query.query_type else None,
+        "routing_method": query.plan.routing_method if query.plan else "local",
+        "backend": winner.backend.name if winner else None,
+        "flow": winner.flow.name if winner else None,
+        "score": winner.score if winner else None,
+        "candidates": [c.as_dict() for c in query.plan.candidates] if query.plan else [],
+        "fallback_used": len(attempts) > 1 or cached,
+        "fallback_chain": [a.as_dict() for a in attempts],
+        "cached": cached,
+        "timings": dict(query.timings),
+    }
+
+
+def _response(query: _Query, answer: str, routing: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "answer": answer,
+        "session_id": str(query.session_id),
+        "request_id": str(query.request_id),
+    }
+    if query.request.include_routing_metadata:
+        body["routing"] = routing
+    body["trace_url"] = trace_path(query.request_id)
+    return body
+
+
+async def _conclude(
+    query: _Query,
+    state: RoutingState,
+    *,
+    result: ExecutionResult | None,
+    winner: Candidate | None,
+    attempts: Sequence[Attempt],
+) -> dict[str, Any]:
+    """Record the outcome and build the answer, or raise with the chain."""
+    intent = query.classified.intent
+    query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
+    if result is not None and winner is not None:
+        outcome = "success" if len(attempts) == 1 else "fallback"
+        await _record(
+            query,
+            query.decision(
+                outcome,
+                backend_id=winner.backend.id,
+                flow_id=winner.flow.id,
+                score=winner.score,
+                attempts=tuple(attempts),
+                answer=result.text,
+            ),
+            state,
+        )
+        answer_remember(
+            query.tenant.pk,
+            intent,
+            query.backend_question,
+            {"answer": result.text, "backend": winner.backend.name, "flow": winner.flow.name},
+            state.policy.answer_cache_ttl_seconds,
+        )
+        return _response(
+            query, result.text, _routing_block(query, winner=winner, attempts=attempts)
+        )
+    cached = answer_recall(query.tenant.pk, intent, query.backend_question)
+    if cached is not None:
+        await _record(
+            query,
+            query.decision("cached", attempts=tuple(attempts), answer=cached["answer"]),
+            state,
+        )
+        routing = _routing_block(query, winner=None, attempts=attempts, cached=True)
+        routing["cached_from"] = {"backend": cached["backend"], "flow": cached["flow"]}
+        return _response(query, cached["answer"], routing)
+    last_error = attempts[-1].error_type if attempts else "AllBackendsDown"
+    await _record(
+        query, query.decision("failed", attempts=tuple(attempts), error_type=last_error), state
+    )
+    raise AllBackendsFailedError(
+        f"No backend could answer the {intent!r} question"
+        + ("." if attempts else ": every backend with a matching flow is down."),
+        details={
+            "request_id": str(query.request_id),
+            "intent": intent,
+            "fallback_chain": [a.as_dict() for a in attempts],
+        },
+    )
+
+
+async def _answer(request: QueryRequest, tenant: Tenant) -> dict[str, Any]:
+    state = await sync_to_async(routing_state)()
+    query = await _prepare(request, tenant, state)
+    if query.local_answer is not None:
+        query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
+        await _record(query, query.decision("success", answer=query.local_answer), state)
+        return _response(query, query.local_answer, _routing_block(query, winner=None, attempts=()))
+    chain = await run_chain(
+        query.planned.candidates,
+        query.backend_question,
+        session_id=str(query.session_id),
+        parameters=_backend_parameters(request),
+        history_for=_history_for(query),
+    )
+    query.timings["execute_ms"] = chain.execute_ms
+    return await _conclude(
+        query, state, result=chain.result, winner=chain.winner, attempts=chain.attempts
+    )
+
+
+def _backend_parameters(request: QueryRequest) -> dict[str, Any]:
+    return {k: v for k, v in request.parameters.items() if k != "stream"}
+
+
+async def answer_question(request: QueryRequest, *, tenant: Tenant) -> dict[str, Any]:
+    """Answer a question: classify, route, run with fallback, record. Returns the response body.
+
+    Raises ApplicationError subclasses (ValidationError, NotFoundError,
+    NoMatchingFlowError, BackendUnavailableError, AllBackendsFailedError),
+    each after its decision has been recorded. The work is shielded: a
+    client that goes away mid-answer does not stop it being recorded.
+    """
+    task = asyncio.ensure_future(_answer(request, tenant))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return await asyncio.shield(task)
+
+
+async def _stream_producer(
+    request: QueryRequest, tenant: Tenant, queue: asyncio.Queue[dict[str, Any] | None]
+) -> None:
+    try:
+        state = await sync_to_async(routing_state)()
+        query = await _prepare(request, tenant, state)
+        if query.local_answer is not None:
+            await queue.put({"event": "chunk", "text": query.local_answer})
+            query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
+            await _record(query, query.decision("success", answer=query.local_answer), state)
+            routing = _routing_block(query, winner=None, attempts=())
+            await queue.put({"event": "end", **_response(query, query.local_answer, routing)})
+            return
+        progress = StreamProgress(attempts=[])
+        try:
+            async for text in stream_chain(
+                query.planned.candidates,
+                query.backend_question,
+                session_id=str(query.session_id),
+                parameters=_backend_parameters(request),
+                history_for=_history_for(query),
+                progress=progress,
+            ):
+                await queue.put({"event": "chunk", "text": text})
+        except ApplicationError:
+            pass  # a failure after the first chunk: recorded below as a failed query
+        query.timings["execute_ms"] = progress.execute_ms
+        body = await _conclude(
+            query,
+            state,
+            result=progress.result,
+            winner=progress.winner,
+            attempts=progress.attempts,
+        )
+        if progress.result is None:  # answered from the cache
+            await queue.put({"event": "chunk", "text": body["answer"]})
+        await queue.put({"event": "end", **body})
+    except ApplicationError as err:
+        await queue.put({"event": "error", **err.as_dict()})
+    finally:
+        await queue.put(None)
+
+
+async def stream_answer(request: QueryRequest, *, tenant: Tenant) -> AsyncIterator[dict[str, Any]]:
+    """Answer as a stream of events: ``chunk`` (text) ..., then ``end`` (the full
+    response body, routing included) or ``error`` (the error shape).
+
+    The work runs in its own task: if the consumer stops listening, the
+    answer is still completed and recorded.
+    """
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+    task = asyncio.ensure_future(_stream_producer(request, tenant, queue))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    while (event := await queue.get()) is not None:
+        yield event
+
+
+async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dict[str, Any]:
+    """Dry run: classify and score without running anything or writing anything."""
+    state = await sync_to_async(routing_state)()
+    history: list[PastTurn] = []
+    if request.session_id is not None and tenant is not None:
+        history = await sync_to_async(session_history)(tenant=tenant, session_id=request.session_id)
+    intent = await classify_intent(state, request.question, _turns(history[-5:]), request.intent)
+    query_type = await classify_type(state, request.question)
+    candidates: tuple[Candidate, ...] = ()
+    error: dict[str, Any] | None = None
+    if intent.intent != "conversation-query":
+        try:
+            candidates = plan(
+                state,
+                tenant_id=tenant.pk if tenant else None,
+                intent=intent.intent,
+                query_type=query_type.query_type if query_type else None,
+                preference=request.backend,
+                now=now(),
+            ).candidates
+        except ApplicationError as err:
+            error = err.as_dict()["error"]
+    return {
+        "question": request.question,
+        "intent": intent.intent,
+        "confidence": intent.confidence,
+        "method": intent.method,
+        "evidence": list(intent.evidence),
+        "query_type": query_type.query_type if query_type else None,
+        "query_type_confidence": query_type.confidence if query_type else None,
+        "candidates": [c.as_dict() for c in candidates],
+        "selected": candidates[0].as_dict() if candidates else None,
+        "error": error,
+    }

@@ -1,0 +1,182 @@
+"""What routing reads on the hot path, memoised in process over the shared cache.
+
+Backends, flows and health come from the snapshot the background tasks
+publish (backends.snapshot); the policy and per-backend performance come from
+the shared cache too. Each process keeps what it read for MEMO_SECONDS, so
+answering a question costs no network round trip at all when warm, and a
+change made anywhere is seen everywhere within about a second.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.core.cache import cache
+from django.utils.dateparse import parse_datetime
+
+from backends import snapshot
+from routing.rules import IntentRuleSet, intent_rules
+from routing.scoring import BackendEntry, FlowEntry, HealthEntry, Performance, PolicyValues
+
+MEMO_SECONDS = 1.0
+POLICY_KEY = "flywheel:snapshot:policy"
+PERFORMANCE_KEY = "flywheel:perf:{backend}:{intent}"
+PERFORMANCE_TTL_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True)
+class RoutingState:
+    backends: tuple[BackendEntry, ...]
+    health: dict[int, HealthEntry]
+    policy: PolicyValues
+    rules: IntentRuleSet
+
+    def backends_for(self, tenant_id: int | None) -> list[BackendEntry]:
+        """Shared backends plus the tenant's own."""
+        return [b for b in self.backends if b.tenant_id is None or b.tenant_id == tenant_id]
+
+
+def _table(published: dict[str, Any]) -> tuple[BackendEntry, ...]:
+    flows: dict[int, list[FlowEntry]] = {}
+    for f in published["flows"]:
+        keywords = f["intent_keywords"]
+        flows.setdefault(f["backend"], []).append(
+            FlowEntry(
+                id=f["id"],
+                backend_id=f["backend"],
+                external_id=f["external_id"],
+                name=f["name"],
+                keywords=frozenset(keywords),
+                keyword_count=len(keywords),
+                scope=f["scope"],
+                is_generic=f["is_generic"],
+            )
+        )
+    return tuple(
+        BackendEntry(
+            id=b["id"],
+            name=b["name"],
+            kind=b["kind"],
+            weight=b["weight"],
+            tenant_id=b["tenant"],
+            flows=tuple(flows.get(b["id"], ())),
+            version=b["version"],
+        )
+        for b in published["backends"].values()
+    )
+
+
+def _health(published: dict[int, dict[str, Any]]) -> dict[int, HealthEntry]:
+    return {
+        backend_id: HealthEntry(
+            healthy=h["healthy"],
+            cooldown_until=parse_datetime(h["cooldown_until"]) if h["cooldown_until"] else None,
+        )
+        for backend_id, h in published.items()
+    }
+
+
+def policy_values() -> PolicyValues:
+    values = cache.get(POLICY_KEY)
+    if values is None:
+        from routing.services import routing_policy_get
+
+        p = routing_policy_get()
+        values = PolicyValues(
+            weight_match=p.weight_match,
+            weight_health=p.weight_health,
+            weight_performance=p.weight_performance,
+            performance_window=p.performance_window,
+            latency_ceiling_ms=float(p.latency_ceiling_ms),
+            confidence_threshold=p.confidence_threshold,
+            llm_classification_enabled=p.llm_classification_enabled,
+            answer_cache_ttl_seconds=p.answer_cache_ttl_seconds,
+        )
+        cache.set(POLICY_KEY, values, timeout=300)
+    return values
+
+
+class _Memo:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: RoutingState | None = None
+        self._state_at = 0.0
+        self._perf: dict[tuple[int, str], tuple[float, Performance | None]] = {}
+
+    def state(self) -> RoutingState:
+        state = self._state
+        if state is not None and time.monotonic() - self._state_at < MEMO_SECONDS:
+            return state
+        with self._lock:
+            self._state = RoutingState(
+                backends=_table(snapshot.read_flows()),
+                health=_health(snapshot.read_health()),
+                policy=policy_values(),
+                rules=intent_rules(),
+            )
+            self._state_at = time.monotonic()
+            return self._state
+
+    def performance(self, backend_ids: Iterable[int], intent: str) -> dict[int, Performance]:
+        now = time.monotonic()
+        result: dict[int, Performance] = {}
+        missing: list[int] = []
+        for backend_id in backend_ids:
+            memo = self._perf.get((backend_id, intent))
+            if memo is not None and now - memo[0] < MEMO_SECONDS:
+                if memo[1] is not None:
+                    result[backend_id] = memo[1]
+            else:
+                missing.append(backend_id)
+        if missing:
+            keys = {PERFORMANCE_KEY.format(backend=b, intent=intent): b for b in missing}
+            found = cache.get_many(list(keys))
+            for key, backend_id in keys.items():
+                perf = found.get(key)
+                self._perf[(backend_id, intent)] = (now, perf)
+                if perf is not None:
+                    result[backend_id] = perf
+        return result
+
+    def remember(self, backend_id: int, intent: str, perf: Performance) -> None:
+        self._perf[(backend_id, intent)] = (time.monotonic(), perf)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._state = None
+            self._perf.clear()
+
+
+_memo = _Memo()
+
+
+def routing_state() -> RoutingState:
+    return _memo.state()
+
+
+def recent_performance(backend_ids: Iterable[int], intent: str) -> dict[int, Performance]:
+    return _memo.performance(backend_ids, intent)
+
+
+def publish_performance(backend_id: int, intent: str, perf: Performance) -> None:
+    """Share a backend + intent's fresh aggregate with every process."""
+    cache.set(
+        PERFORMANCE_KEY.format(backend=backend_id, intent=intent), perf, PERFORMANCE_TTL_SECONDS
+    )
+    _memo.remember(backend_id, intent, perf)
+
+
+def forget() -> None:
+    """Drop this process's memo (tests; after an edit that must show at once)."""
+    _memo.clear()
+
+
+def now() -> datetime:
+    from django.utils import timezone
+
+    return timezone.now()

@@ -1,0 +1,426 @@
+"""The universal query service (seed 000's testing strategy, on PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from asgiref.sync import async_to_sync
+
+from analytics.models import PerformanceRecord, RoutingDecision
+from flywheel.errors import ApplicationError, NotFoundError, ValidationError
+from flywheel.models import Tenant
+from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
+from routing.models import Turn
+from routing.requests import query_request
+from routing.service import answer_question, stream_answer
+from tests.routing_world import FW_ANSWER, LF_ANSWER, World, build_world, refresh
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REVIEW = "Please review my pull request"
+
+
+@pytest.fixture
+def world(db) -> Iterator[World]:
+    with respx.mock(assert_all_called=False) as router:
+        yield build_world(router)
+
+
+def ask(tenant: Tenant, **fields: Any) -> dict[str, Any]:
+    return async_to_sync(answer_question)(query_request(fields), tenant=tenant)
+
+
+def fails(tenant: Tenant, error: type[ApplicationError], **fields: Any) -> ApplicationError:
+    with pytest.raises(error) as raised:
+        ask(tenant, **fields)
+    return raised.value
+
+
+# --- classification -------------------------------------------------------------
+
+
+def test_it_classifies_the_intent_automatically(world: World, tenant: Tenant) -> None:
+    routing = ask(tenant, question=REVIEW)["routing"]
+
+    assert (routing["intent"], routing["method"]) == ("code-review", "rules")
+    assert routing["intent_confidence"] >= 0.7
+    assert routing["evidence"]
+
+
+def test_an_intent_override_skips_classification(world: World, tenant: Tenant) -> None:
+    routing = ask(tenant, question="hello", intent="code-review")["routing"]
+
+    assert (routing["intent"], routing["method"], routing["intent_confidence"]) == (
+        "code-review",
+        "override",
+        1.0,
+    )
+
+
+def test_an_unknown_intent_is_rejected_and_recorded(world: World, tenant: Tenant) -> None:
+    error = fails(tenant, ValidationError, question="hello", intent="astrology")
+
+    decision = RoutingDecision.objects.get()
+    assert (decision.outcome, decision.error_type) == ("rejected", "ValidationError")
+    assert error.details["request_id"] == str(decision.request_id)
+    assert not world.fw_route.called
+
+
+# --- backend selection -----------------------------------------------------------
+
+
+def test_auto_routing_picks_the_highest_score(world: World, tenant: Tenant) -> None:
+    body = ask(tenant, question=REVIEW)
+
+    routing = body["routing"]
+    assert body["answer"] == FW_ANSWER
+    assert (routing["backend"], routing["flow"]) == ("fw", "reviewer")
+    scores = [c["score"] for c in routing["candidates"]]
+    assert scores == sorted(scores, reverse=True)
+    assert routing["score"] == scores[0]
+
+
+@pytest.mark.parametrize("preference", ["lf", "LF", "langflow"])
+def test_an_explicit_backend_name_or_kind_routes_there(
+    world: World, tenant: Tenant, preference: str
+) -> None:
+    body = ask(tenant, question=REVIEW, backend=preference)
+
+    assert body["answer"] == LF_ANSWER
+    assert body["routing"]["routing_method"] == "explicit"
+    assert not world.fw_route.called
+
+
+def test_an_unknown_explicit_backend_is_a_clear_error(world: World, tenant: Tenant) -> None:
+    error = fails(tenant, ValidationError, question=REVIEW, backend="n8n")
+
+    assert "n8n" in error.message
+    assert RoutingDecision.objects.get().outcome == "rejected"
+
+
+def test_an_unavailable_explicit_backend_is_a_clear_error(world: World, tenant: Tenant) -> None:
+    world.set_health(world.lf, healthy=False)
+
+    error = fails(tenant, BackendUnavailableError, question=REVIEW, backend="lf")
+
+    assert "unavailable" in error.message
+    assert not world.lf_route.called
+
+
+def test_health_influences_selection(world: World, tenant: Tenant) -> None:
+    world.set_health(world.fw, healthy=False)
+
+    routing = ask(tenant, question=REVIEW)["routing"]
+
+    assert routing["backend"] == "lf"
+    assert [c["health"] for c in routing["candidates"]] == [1.0, 0.0]
+
+
+def test_performance_history_influences_selection(world: World, tenant: Tenant) -> None:
+    world.fail(world.fw_route)
+    assert ask(tenant, question=REVIEW)["routing"]["fallback_used"] is True
+    world.fw_route.mock(return_value=httpx.Response(200, json={"text": "fw is back"}))
+    calls = world.fw_route.call_count
+
+    routing = ask(tenant, question=REVIEW)["routing"]
+
+    assert routing["backend"] == "lf"  # fw failed last time: it now ranks second
+    assert routing["fallback_used"] is False
+    assert world.fw_route.call_count == calls
+    assert [c["backend"] for c in routing["candidates"]] == ["lf", "fw"]
+    assert routing["candidates"][1]["performance"] < routing["candidates"][0]["performance"]
+
+
+def test_backends_in_cooldown_are_skipped(world: World, tenant: Tenant) -> None:
+    world.set_health(world.fw, healthy=False, cooldown=True)
+
+    routing = ask(tenant, question=REVIEW)["routing"]
+
+    assert [c["backend"] for c in routing["candidates"]] == ["lf"]
+    assert not world.fw_route.called
+
+
+def test_all_backends_down_with_nothing_cached_is_an_error(world: World, tenant: Tenant) -> None:
+    world.set_health(world.fw, healthy=False, cooldown=True)
+    world.set_health(world.lf, healthy=False, cooldown=True)
+
+    error = fails(tenant, AllBackendsFailedError, question=REVIEW)
+
+    assert "down" in error.message
+    assert RoutingDecision.objects.get().outcome == "failed"
+
+
+# --- flow matching ---------------------------------------------------------------
+
+
+def test_the_best_matching_flow_of_a_backend_is_used(world: World, tenant: Tenant) -> None:
+    routing = ask(tenant, question=REVIEW, backend="lf")["routing"]
+
+    assert routing["flow"] == "echo"  # a real match beats the generic flow
+
+
+def test_no_matching_flow_falls_back_to_the_generic_flow(world: World, tenant: Tenant) -> None:
+    routing = ask(tenant, question="According to the attached PDF, when is the deadline?")[
+        "routing"
+    ]
+
+    assert routing["intent"] == "document-qa"
+    assert (routing["backend"], routing["flow"]) == ("lf", "anything")
+    assert routing["candidates"][0]["generic"] is True
+
+
+def test_no_flow_at_all_is_an_error_naming_the_intent(world: World, tenant: Tenant) -> None:
+    world.generic.delete()
+    refresh()
+
+    error = fails(tenant, NoMatchingFlowError, question="According to the attached PDF?")
+
+    assert "document-qa" in error.message
+    assert RoutingDecision.objects.get().outcome == "rejected"
+
+
+# --- execution ---------------------------------------------------------------------
+
+
+def test_an_answer_has_the_documented_shape(world: World, tenant: Tenant) -> None:
+    body = ask(tenant, question=REVIEW)
+
+    assert set(body) == {"answer", "session_id", "request_id", "routing", "trace_url"}
+    assert body["trace_url"] == f"/decisions/{body['request_id']}"
+    assert set(body["routing"]) >= {
+        "intent",
+        "intent_confidence",
+        "method",
+        "query_type",
+        "backend",
+        "flow",
+        "score",
+        "candidates",
+        "fallback_used",
+        "fallback_chain",
+        "timings",
+    }
+    assert set(body["routing"]["timings"]) == {"classify_ms", "route_ms", "execute_ms", "total_ms"}
+    assert "SECRET" not in str(body)
+
+
+def test_parameters_reach_the_backend(world: World, tenant: Tenant) -> None:
+    ask(tenant, question=REVIEW, parameters={"temperature": 0.3, "max_tokens": 99})
+
+    override = world.sent_to_flowise()["overrideConfig"]
+    assert (override["temperature"], override["maxTokens"]) == (0.3, 99)
+
+
+def test_a_session_continues_across_questions(world: World, tenant: Tenant) -> None:
+    first = ask(tenant, question=REVIEW)
+    second = ask(tenant, question="and refactor it too", session_id=first["session_id"])
+
+    assert second["session_id"] == first["session_id"]
+    assert world.sent_to_flowise(-1)["overrideConfig"]["sessionId"] == first["session_id"]
+    assert second["routing"]["intent"] == "code-review"
+    turns = Turn.objects.filter(session_id=first["session_id"]).order_by("created_at")
+    assert [t.question for t in turns] == [REVIEW, "and refactor it too"]
+
+
+def test_moving_to_another_backend_carries_the_recent_turns(world: World, tenant: Tenant) -> None:
+    first = ask(tenant, question=REVIEW)
+    assert first["routing"]["backend"] == "fw"
+
+    ask(tenant, question="and now?", session_id=first["session_id"], backend="lf")
+
+    sent = world.sent_to_langflow()["input_value"]
+    assert sent.startswith("Conversation so far:")
+    assert REVIEW in sent
+    assert FW_ANSWER in sent
+
+
+def test_an_unknown_session_is_not_found(world: World, tenant: Tenant) -> None:
+    fails(tenant, NotFoundError, question=REVIEW, session_id="7c4e3a2b-1111-4222-8333-444455556666")
+    fails(tenant, ValidationError, question=REVIEW, session_id="not-a-uuid")
+
+
+def test_another_tenants_session_is_not_found(world: World, tenant: Tenant) -> None:
+    other = Tenant.objects.create(name="Other", slug="other")
+    theirs = ask(other, question=REVIEW)
+
+    fails(tenant, NotFoundError, question=REVIEW, session_id=theirs["session_id"])
+
+
+# --- fallback ------------------------------------------------------------------------
+
+
+def test_a_failing_primary_falls_back_to_the_next(world: World, tenant: Tenant) -> None:
+    world.fail(world.fw_route)
+
+    body = ask(tenant, question=REVIEW)
+
+    routing = body["routing"]
+    assert body["answer"] == LF_ANSWER
+    assert routing["fallback_used"] is True
+    assert [(a["backend"], a["ok"]) for a in routing["fallback_chain"]] == [
+        ("fw", False),
+        ("lf", True),
+    ]
+    assert routing["fallback_chain"][0]["error_type"] == "UnexpectedError"
+    decision = RoutingDecision.objects.get()
+    assert (decision.outcome, decision.backend) == ("fallback", world.lf)
+    records = PerformanceRecord.objects.order_by("id")
+    assert [(r.backend.name, r.success) for r in records] == [("fw", False), ("lf", True)]
+
+
+def test_an_exhausted_chain_is_an_error_carrying_the_chain(world: World, tenant: Tenant) -> None:
+    world.fail(world.fw_route)
+    world.fail(world.lf_route, 503)
+
+    error = fails(tenant, AllBackendsFailedError, question=REVIEW)
+
+    assert [a["backend"] for a in error.details["fallback_chain"]] == ["fw", "lf"]
+    decision = RoutingDecision.objects.get()
+    assert (decision.outcome, len(decision.fallback_chain)) == ("failed", 2)
+    assert PerformanceRecord.objects.filter(success=False).count() == 2
+
+
+def test_all_down_serves_a_fresh_cached_answer_flagged(world: World, tenant: Tenant) -> None:
+    ask(tenant, question=REVIEW)
+    world.fail(world.fw_route)
+    world.fail(world.lf_route)
+
+    body = ask(tenant, question=REVIEW)
+
+    assert body["answer"] == FW_ANSWER
+    assert body["routing"]["cached"] is True
+    assert body["routing"]["cached_from"]["backend"] == "fw"
+    assert RoutingDecision.objects.latest("id").outcome == "cached"
+
+
+# --- metadata and decisions ------------------------------------------------------------
+
+
+def test_routing_metadata_can_be_left_out(world: World, tenant: Tenant) -> None:
+    body = ask(tenant, question=REVIEW, include_routing_metadata=False)
+
+    assert "routing" not in body
+    assert body["answer"] == FW_ANSWER
+
+
+def test_every_query_writes_exactly_one_decision(world: World, tenant: Tenant) -> None:
+    ask(tenant, question=REVIEW)  # success
+    world.fail(world.fw_route)
+    ask(tenant, question="refactor this please")  # fallback
+    world.fail(world.lf_route)
+    fails(tenant, AllBackendsFailedError, question="review my code diff")  # failure
+    fails(tenant, ValidationError, question=REVIEW, backend="nope")  # bad backend
+
+    outcomes = list(RoutingDecision.objects.order_by("id").values_list("outcome", flat=True))
+    assert outcomes == ["success", "fallback", "failed", "rejected"]
+    decision = RoutingDecision.objects.earliest("id")
+    assert decision.candidates
+    assert decision.total_ms >= decision.execute_ms > 0
+
+
+# --- conversation intents ------------------------------------------------------------------
+
+
+def test_summarize_sends_the_last_three_answers(world: World, tenant: Tenant) -> None:
+    answers = iter(["answer one", "answer two", "answer three", "answer four", "a summary"])
+    world.fw_route.mock(
+        side_effect=lambda request: httpx.Response(200, json={"text": next(answers)})
+    )
+    session = ask(tenant, question=REVIEW)["session_id"]
+    for _ in range(3):
+        ask(tenant, question=REVIEW, session_id=session)
+
+    body = ask(tenant, question="summarize this conversation", session_id=session)
+
+    sent = world.sent_to_flowise()["question"]
+    assert body["routing"]["intent"] == "summarize"
+    assert body["answer"] == "a summary"
+    assert "answer one" not in sent
+    assert all(a in sent for a in ("answer two", "answer three", "answer four"))
+
+
+def test_summarize_without_answers_is_a_clear_error(world: World, tenant: Tenant) -> None:
+    error = fails(tenant, ValidationError, question="summarize this conversation")
+
+    assert "nothing to summarize" in error.message
+
+
+def test_questions_about_the_conversation_are_answered_from_history(
+    world: World, tenant: Tenant
+) -> None:
+    session = ask(tenant, question=REVIEW)["session_id"]
+    calls = world.fw_route.call_count
+
+    body = ask(tenant, question="what did I ask first?", session_id=session)
+
+    assert body["routing"]["intent"] == "conversation-query"
+    assert body["answer"] == f"Your first question was: {REVIEW}"
+    assert world.fw_route.call_count == calls
+    assert RoutingDecision.objects.latest("id").backend is None
+
+
+# --- streaming and disconnects ----------------------------------------------------------
+
+
+def _collect(tenant: Tenant, **fields: Any) -> list[dict[str, Any]]:
+    async def run() -> list[dict[str, Any]]:
+        return [e async for e in stream_answer(query_request(fields), tenant=tenant)]
+
+    return async_to_sync(run)()
+
+
+def test_streaming_sends_chunks_then_the_routing_block(world: World, tenant: Tenant) -> None:
+    from tests.captured import response
+
+    world.fw_route.mock(return_value=response("flowise", "prediction_agentflow_stream"))
+
+    events = _collect(tenant, question=REVIEW, parameters={"stream": True})
+
+    assert [e["event"] for e in events] == ["chunk", "end"]
+    assert events[0]["text"] == events[1]["answer"]
+    assert events[1]["routing"]["backend"] == "fw"
+    assert world.sent_to_flowise()["streaming"] is True
+    assert RoutingDecision.objects.get().outcome == "success"
+
+
+def test_a_streamed_failure_ends_with_an_error_event(world: World, tenant: Tenant) -> None:
+    world.fail(world.fw_route)
+    world.fail(world.lf_route)
+
+    events = _collect(tenant, question=REVIEW, parameters={"stream": True})
+
+    assert events[-1]["event"] == "error"
+    assert events[-1]["error"]["type"] == "AllBackendsFailed"
+    assert RoutingDecision.objects.get().outcome == "failed"
+
+
+def test_a_client_that_goes_away_loses_nothing(world: World, tenant: Tenant) -> None:
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return httpx.Response(200, json={"text": "late but complete"})
+
+    world.fw_route.mock(side_effect=slow)
+
+    async def disconnect() -> None:
+        task = asyncio.ensure_future(
+            answer_question(query_request({"question": REVIEW}), tenant=tenant)
+        )
+        await asyncio.sleep(0.1)
+        task.cancel()  # what Django does to a view whose client disconnects
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(50):
+            if await RoutingDecision.objects.filter(outcome="success").aexists():
+                return
+            await asyncio.sleep(0.05)
+
+    async_to_sync(disconnect)()
+
+    decision = RoutingDecision.objects.get()
+    assert decision.outcome == "success"
+    assert Turn.objects.get().answer == "late but complete"

@@ -1,0 +1,210 @@
+"""REST and CLI doors onto the universal query."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from io import StringIO
+
+import pytest
+import respx
+from asgiref.sync import async_to_sync
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from analytics.models import RoutingDecision
+from flywheel.models import Tenant
+from flywheel.services import api_key_create
+from tests.captured import response
+from tests.routing_world import FW_ANSWER, World, build_world
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REVIEW = "Please review my pull request"
+
+
+@pytest.fixture
+def world(db) -> Iterator[World]:
+    with respx.mock(assert_all_called=False) as router:
+        yield build_world(router)
+
+
+def test_a_question_is_answered_with_an_absolute_trace_url(
+    world: World, api_client: APIClient
+) -> None:
+    result = api_client.post("/api/v1/query", {"question": REVIEW}, format="json")
+
+    body = result.json()
+    assert result.status_code == 200, body
+    assert body["answer"] == FW_ANSWER
+    assert body["trace_url"] == f"http://testserver/decisions/{body['request_id']}"
+    assert "SECRET" not in result.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({}, "question"),
+        ({"question": "   "}, "question"),
+        ({"question": "x" * 10_001}, "question"),
+        ({"question": "q", "parameters": {"temperature": 3}}, "parameters.temperature"),
+        ({"question": "q", "parameters": {"max_tokens": 0}}, "parameters.max_tokens"),
+        ({"question": "q", "parameters": "hot"}, "parameters"),
+        ({"question": "q", "include_routing_metadata": "yes"}, "include_routing_metadata"),
+        ({"question": "q", "tenant": "someone-else"}, "unknown_fields"),
+    ],
+)
+def test_bad_input_is_refused_in_the_error_shape_and_changes_nothing(
+    world: World, api_client: APIClient, payload: dict, field: str
+) -> None:
+    result = api_client.post("/api/v1/query", payload, format="json")
+
+    assert result.status_code == 400
+    error = result.json()["error"]
+    assert error["type"] == "ValidationError"
+    assert field in error["details"]["fields"]
+    assert not RoutingDecision.objects.exists()
+    assert not world.fw_route.called
+
+
+def test_malformed_json_is_refused(world: World, api_client: APIClient) -> None:
+    result = api_client.generic("POST", "/api/v1/query", "{nope", content_type="application/json")
+
+    assert result.status_code == 400
+    assert result.json()["error"]["type"] == "ValidationError"
+
+
+def test_the_query_needs_an_api_key(world: World) -> None:
+    result = APIClient().post("/api/v1/query", {"question": REVIEW}, format="json")
+
+    assert result.status_code == 401
+    assert result.json()["error"]["type"] == "AuthenticationError"
+    assert not RoutingDecision.objects.exists()
+
+
+def test_only_post_is_allowed(world: World, api_client: APIClient) -> None:
+    assert api_client.get("/api/v1/query").status_code == 405
+
+
+def test_routing_errors_carry_their_status(world: World, api_client: APIClient) -> None:
+    result = api_client.post(
+        "/api/v1/query", {"question": REVIEW, "backend": "nope"}, format="json"
+    )
+
+    assert result.status_code == 400
+    assert result.json()["error"]["details"]["request_id"]
+
+
+def test_streaming_answers_are_server_sent_events(world: World, api_client: APIClient) -> None:
+    world.fw_route.mock(return_value=response("flowise", "prediction_agentflow_stream"))
+
+    result = api_client.post(
+        "/api/v1/query", {"question": REVIEW, "parameters": {"stream": True}}, format="json"
+    )
+
+    assert result["Content-Type"] == "text/event-stream"
+
+    async def read() -> bytes:
+        stream = result.streaming_content  # type: ignore[attr-defined]
+        return b"".join([chunk async for chunk in stream])
+
+    text = async_to_sync(read)().decode()
+    blocks = [b for b in text.split("\n\n") if b]
+    assert [b.splitlines()[0] for b in blocks] == ["event: chunk", "event: end"]
+    end = json.loads(blocks[-1].splitlines()[1].removeprefix("data: "))
+    assert end["routing"]["backend"] == "fw"
+    assert end["trace_url"].startswith("http://testserver/decisions/")
+
+
+def test_the_dry_run_scores_without_running(world: World, api_client: APIClient) -> None:
+    result = api_client.post("/api/v1/route", {"question": REVIEW}, format="json")
+
+    body = result.json()
+    assert result.status_code == 200, body
+    assert body["intent"] == "code-review"
+    assert body["selected"]["backend"] == "fw"
+    assert not world.fw_route.called
+    assert not RoutingDecision.objects.exists()
+
+
+def test_sessions_and_decisions_can_be_read_back(world: World, api_client: APIClient) -> None:
+    first = api_client.post("/api/v1/query", {"question": REVIEW}, format="json").json()
+    api_client.post(
+        "/api/v1/query",
+        {"question": "and refactor it", "session_id": first["session_id"]},
+        format="json",
+    )
+
+    session = api_client.get(f"/api/v1/sessions/{first['session_id']}").json()
+    decisions = api_client.get("/api/v1/decisions", {"intent": "code-review"}).json()
+    one = api_client.get(f"/api/v1/decisions/{first['request_id']}").json()
+
+    assert [t["question"] for t in session["turns"]] == [REVIEW, "and refactor it"]
+    assert session["turns"][0]["backend"] == "fw"
+    assert decisions["count"] == 2
+    assert (one["outcome"], one["backend"]) == ("success", "fw")
+    assert one["candidates"][0]["score"] > 0
+
+
+def test_other_tenants_cannot_read_them(world: World, api_client: APIClient) -> None:
+    first = api_client.post("/api/v1/query", {"question": REVIEW}, format="json").json()
+    _, raw_key = api_key_create(tenant=Tenant.objects.create(name="B", slug="b"), name="b")
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+
+    assert other.get(f"/api/v1/sessions/{first['session_id']}").status_code == 404
+    assert other.get(f"/api/v1/decisions/{first['request_id']}").status_code == 404
+    assert other.get("/api/v1/decisions").json()["count"] == 0
+
+
+def test_the_route_command_prints_one_json_object_per_stdin_line(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", StringIO(f"{REVIEW}\n\nwhat's the capital of Peru?\n"))
+    out = StringIO()
+
+    call_command("route", "--json", stdout=out)
+
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["intent"] for line in lines] == ["code-review", "general"]
+    assert set(lines[0]) == {
+        "question",
+        "intent",
+        "confidence",
+        "method",
+        "query_type",
+        "query_type_confidence",
+        "candidates",
+        "selected",
+    }
+    assert lines[0]["selected"]["backend"] == "fw"
+    assert not RoutingDecision.objects.exists()
+
+
+def test_the_ask_command_prints_the_answer_and_routing(world: World) -> None:
+    out = StringIO()
+
+    call_command("ask", REVIEW, "--backend", "lf", stdout=out)
+
+    printed = out.getvalue()
+    assert printed.startswith("hello langflow")
+    assert '"backend": "lf"' in printed
+    assert RoutingDecision.objects.get().tenant.slug == "default"
+
+
+def test_the_trace_page_shows_the_decision_to_staff(
+    world: World, api_client: APIClient, admin_client
+) -> None:
+    world.fail(world.fw_route)
+    body = api_client.post("/api/v1/query", {"question": REVIEW}, format="json").json()
+    path = f"/decisions/{body['request_id']}"
+
+    page = admin_client.get(path)
+    anonymous = APIClient().get(path)
+
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert REVIEW in html
+    assert "failed" in html  # fw's attempt in the chain
+    assert "SECRET" not in html
+    assert anonymous.status_code == 302  # to the login page
