@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help run test test-live lint format lock clean
+.PHONY: help run test test-live lint format lock clean bench
 
 help:
 	@echo "make run    install, migrate, load defaults and serve web + worker + beat on $(HOST):$(PORT)"
@@ -17,6 +17,7 @@ help:
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make format apply ruff's fixes and formatting"
 	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
+	@echo "make bench  routing decision, REST overhead and concurrency benchmarks (prints figures)"
 	@echo "make peers  install, start and seed real Flowise + Langflow on loopback; register them as backends"
 	@echo "make peers-stop  stop the servers started by make peers"
 
@@ -52,6 +53,11 @@ lint: $(VENV)/.dev-installed
 format: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+
+bench: $(VENV)/.dev-installed
+	$(PY) scripts/ensure_services.py
+	$(PY) bench/routing_decision.py
+	$(PY) bench/rest.py
 
 # Re-pin: resolve the top-level requirements in a scratch venv and freeze them.
 lock:

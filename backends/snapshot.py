@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.cache import cache
-
 from backends.models import Backend, BackendHealth
+from flywheel.cache import shared_cache
 
 HEALTH_KEY = "flywheel:snapshot:health"
 FLOWS_KEY = "flywheel:snapshot:flows"
@@ -74,27 +73,27 @@ def _flows_snapshot() -> dict[str, Any]:
 
 def publish_health() -> dict[int, dict[str, Any]]:
     snapshot = _health_snapshot()
-    cache.set(HEALTH_KEY, snapshot, timeout=_policy_ttls()[0])
+    shared_cache().set(HEALTH_KEY, snapshot, timeout=_policy_ttls()[0])
     return snapshot
 
 
 def publish_flows() -> dict[str, Any]:
     snapshot = _flows_snapshot()
-    cache.set(FLOWS_KEY, snapshot, timeout=_policy_ttls()[1])
+    shared_cache().set(FLOWS_KEY, snapshot, timeout=_policy_ttls()[1])
     return snapshot
 
 
 def read_health() -> dict[int, dict[str, Any]]:
     """Current health by backend id; from the cache, else from the database (once)."""
-    snapshot = cache.get(HEALTH_KEY)
+    snapshot = shared_cache().get(HEALTH_KEY)
     return publish_health() if snapshot is None else snapshot
 
 
 def read_flows() -> dict[str, Any]:
     """Enabled backends and their routable flows; from the cache, else from the database."""
-    snapshot = cache.get(FLOWS_KEY)
+    snapshot = shared_cache().get(FLOWS_KEY)
     return publish_flows() if snapshot is None else snapshot
 
 
 def invalidate() -> None:
-    cache.delete_many([HEALTH_KEY, FLOWS_KEY])
+    shared_cache().delete_many([HEALTH_KEY, FLOWS_KEY])

@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class FlywheelConfig(AppConfig):
     name = "flywheel"
     verbose_name = "Tenants and API keys"
+
+    def ready(self) -> None:
+        from flywheel import signals  # noqa: F401 - connects the receivers

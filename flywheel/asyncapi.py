@@ -14,11 +14,11 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
+from flywheel.asyncdb import db
 from flywheel.errors import ApplicationError, AuthenticationError, ValidationError, error_body
 from flywheel.models import ApiKey
 from flywheel.services import api_key_authenticate
@@ -34,7 +34,7 @@ async def authenticate(request: HttpRequest) -> ApiKey:
     scheme, _, raw_key = header.partition(" ")
     if scheme != "Bearer" or not raw_key.strip():
         raise AuthenticationError("Use the header 'Authorization: Bearer <key>'.")
-    return await sync_to_async(api_key_authenticate)(raw_key=raw_key.strip())
+    return await db(api_key_authenticate)(raw_key=raw_key.strip())
 
 
 def json_body(request: HttpRequest) -> Any:

@@ -6,14 +6,20 @@ import hashlib
 import hmac
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from flywheel.cache import shared_cache
 from flywheel.errors import AuthenticationError, ValidationError
 from flywheel.models import ApiKey, Tenant
 
 KEY_SCHEME = "fw"
+# Authenticated keys are remembered in the shared cache for this long, so a
+# request costs no database read; revoking or editing a key forgets it at once.
+AUTH_CACHE_KEY = "flywheel:apikey:{digest}"
+AUTH_CACHE_SECONDS = 60
 DEFAULT_TENANT_SLUG = "default"
 # last_used_at is bookkeeping, not an audit log: refresh it at most this often
 # so that authenticating a request does not cost a write every time.
@@ -50,21 +56,62 @@ def api_key_create(*, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
     return api_key, raw_key
 
 
+def _remembered(api_key: ApiKey) -> dict[str, Any]:
+    tenant = api_key.tenant
+    return {
+        "id": api_key.pk,
+        "name": api_key.name,
+        "prefix": api_key.prefix,
+        "last_used_at": api_key.last_used_at,
+        "tenant": {"id": tenant.pk, "name": tenant.name, "slug": tenant.slug},
+    }
+
+
+def _recalled(digest: str, data: dict[str, Any]) -> ApiKey:
+    tenant = Tenant(is_active=True, **data["tenant"])
+    api_key = ApiKey(
+        id=data["id"],
+        tenant=tenant,
+        name=data["name"],
+        prefix=data["prefix"],
+        hashed_key=digest,
+        last_used_at=data["last_used_at"],
+    )
+    for instance in (tenant, api_key):
+        instance._state.adding = False
+        instance._state.db = "default"
+    return api_key
+
+
+def api_key_forget(digest: str) -> None:
+    """Drop a key from the authentication cache (after a revoke or an edit)."""
+    shared_cache().delete(AUTH_CACHE_KEY.format(digest=digest))
+
+
 def api_key_authenticate(*, raw_key: str) -> ApiKey:
     """Return the active key matching ``raw_key`` and note its use.
 
     Raises AuthenticationError when the key is unknown, malformed or revoked.
     """
     digest = hash_api_key(raw_key)
-    api_key = ApiKey.objects.active().select_related("tenant").filter(hashed_key=digest).first()
-    # The lookup is by digest, so timing reveals nothing about the key; the
-    # compare below only guards against a future change to that lookup.
-    if api_key is None or not hmac.compare_digest(api_key.hashed_key, digest):
-        raise AuthenticationError("Invalid or revoked API key.")
+    cache_key = AUTH_CACHE_KEY.format(digest=digest)
+    remembered = shared_cache().get(cache_key)
+    if remembered is not None:
+        api_key = _recalled(digest, remembered)
+    else:
+        found = ApiKey.objects.active().select_related("tenant").filter(hashed_key=digest).first()
+        # The lookup is by digest, so timing reveals nothing about the key; the
+        # compare below only guards against a future change to that lookup.
+        if found is None or not hmac.compare_digest(found.hashed_key, digest):
+            raise AuthenticationError("Invalid or revoked API key.")
+        api_key = found
     now = timezone.now()
-    if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+    stale = api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION
+    if stale:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
+    if stale or remembered is None:
+        shared_cache().set(cache_key, _remembered(api_key), AUTH_CACHE_SECONDS)
     return api_key
 
 
@@ -75,4 +122,5 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
             revoked_at=timezone.now()
         )
         api_key.refresh_from_db()
+    api_key_forget(api_key.hashed_key)
     return api_key

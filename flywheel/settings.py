@@ -74,6 +74,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
+# The API needs none of the browser middleware (see flywheel/asgi.py).
+API_MIDDLEWARE: list[str] = []
+
 ROOT_URLCONF = "flywheel.urls"
 WSGI_APPLICATION = "flywheel.wsgi.application"
 ASGI_APPLICATION = "flywheel.asgi.application"
@@ -111,8 +114,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
     }
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = read("DATABASE_CONN_MAX_AGE", int, 60)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # A connection pool rather than persistent connections: under ASGI each
+    # request's database work runs in a thread of its own, so a per-thread
+    # persistent connection would mean a new connection for every request.
+    DATABASES["default"]["OPTIONS"] = {
+        "pool": {
+            "min_size": read("DATABASE_POOL_MIN", as_positive_int, 2),
+            "max_size": read("DATABASE_POOL_MAX", as_positive_int, 20),
+            "timeout": 10,
+        }
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache (shared by every process: the routing hot path reads it) ------------

@@ -7,7 +7,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -21,6 +20,7 @@ from rest_framework.views import APIView
 from analytics.models import RoutingDecision
 from analytics.selectors import decision_get, decisions_for
 from flywheel.asyncapi import async_api, json_body
+from flywheel.asyncdb import db
 from flywheel.authentication import request_api_key
 from flywheel.errors import NotFoundError, ValidationError
 from flywheel.models import ApiKey
@@ -53,7 +53,7 @@ async def _events(
 async def query(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """POST /api/v1/query: answer a question (JSON; Server-Sent Events with parameters.stream)."""
     query_req = query_request(json_body(request))
-    tenant = await sync_to_async(lambda: api_key.tenant)()
+    tenant = api_key.tenant  # loaded with the key
     if query_req.stream:
         response = StreamingHttpResponse(
             _events(request, stream_answer(query_req, tenant=tenant)),
@@ -70,7 +70,7 @@ async def query(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
 async def route(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """POST /api/v1/route: classify and score without running anything."""
     query_req = query_request(json_body(request))
-    tenant = await sync_to_async(lambda: api_key.tenant)()
+    tenant = api_key.tenant  # loaded with the key
     return JsonResponse(await route_question(query_req, tenant=tenant))
 
 
@@ -98,7 +98,7 @@ async def query_router_route(request: HttpRequest, api_key: ApiKey) -> HttpRespo
         # The tenant comes from the API key: a tenant_id in the body is refused, not trusted.
         raise ValidationError("The query is not valid.", details={"fields": errors})
     question = str(question)
-    tenant = await sync_to_async(lambda: api_key.tenant)()
+    tenant = api_key.tenant  # loaded with the key
     result = await querytype_service.route_query_type(question.strip(), tenant_slug=tenant.slug)
     return JsonResponse(result)
 
@@ -107,13 +107,13 @@ async def query_router_route(request: HttpRequest, api_key: ApiKey) -> HttpRespo
 async def query_router_patterns(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """GET /api/v1/query-router/patterns: the GLOBAL and LOCAL rules in use."""
     _router_enabled()
-    return JsonResponse(await sync_to_async(querytype_service.patterns)())
+    return JsonResponse(await db(querytype_service.patterns)())
 
 
 @async_api("GET")
 async def query_router_status(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """GET /api/v1/query-router/status: configuration, whether enabled or not."""
-    return JsonResponse(await sync_to_async(querytype_service.status)())
+    return JsonResponse(await db(querytype_service.status)())
 
 
 class TurnSerializer(serializers.Serializer):
@@ -140,7 +140,7 @@ class SessionView(APIView):
     """GET /api/v1/sessions/{id}: a conversation and its turns."""
 
     def get(self, request: Request, session_id: str) -> Response:
-        session = session_get(tenant=request_api_key(request).tenant, session_id=session_id)
+        session = session_get(tenant_id=request_api_key(request).tenant_id, session_id=session_id)
         return Response(SessionSerializer(session).data)
 
 

@@ -12,13 +12,12 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from backends.adapters import get_adapter
 from backends.adapters.base import BackendConfig, Exchange, ExecutionResult, StreamEvent
 from backends.errors import BackendError
 from backends.models import Backend
 from backends.services import backend_config
+from flywheel.asyncdb import db
 from routing.scoring import BackendEntry, Candidate
 
 # Credentials are read from the database, not from the shared cache; each
@@ -39,7 +38,7 @@ async def config_for(backend: BackendEntry) -> BackendConfig:
     cached = _configs.get(backend.id)
     if cached is not None and cached[0] == backend.version:
         return cached[1]
-    config = await sync_to_async(_load_config)(backend.id)
+    config = await db(_load_config)(backend.id)
     _configs[backend.id] = (backend.version, config)
     return config
 

@@ -3,26 +3,41 @@
 Everything for one query is written in one transaction, so a failure half-way
 leaves no half-written rows; then the performance aggregates of the touched
 backend + intent pairs are refreshed for routing in every process.
+
+The write happens behind the answer (:func:`record_later`): the caller gets
+its answer without waiting for the database, and the write completes even if
+the caller has gone (and before the process exits). Writes of one session are
+applied in order, and a session's next question waits for its earlier writes
+in this process; its recent turns are in the shared cache for every other.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import hashlib
+import logging
+import queue
+import threading
+import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.cache import cache
-from django.db import transaction
+from django.db import close_old_connections, transaction
 from django.db.models import Avg, Count, Q
+from django.utils import timezone
 
 from analytics.models import PerformanceRecord, RoutingDecision
+from flywheel.cache import shared_cache
 from routing.execution import Attempt
 from routing.models import Session, Turn
 from routing.scoring import Performance
 from routing.state import publish_performance
 
 ANSWER_CACHE_KEY = "flywheel:answer:{tenant}:{intent}:{digest}"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,31 +64,52 @@ class DecisionData:
 
 
 def decision_record(data: DecisionData, *, performance_window: int = 10) -> RoutingDecision:
-    """Store the decision, one PerformanceRecord per attempt and the session turn."""
+    """Store one decision, one PerformanceRecord per attempt and the session turn."""
+    return decisions_record([data], performance_window=performance_window)[0]
+
+
+def _decision_row(data: DecisionData) -> RoutingDecision:
+    return RoutingDecision(
+        request_id=data.request_id,
+        tenant_id=data.tenant_id,
+        session_id=data.session_id,
+        question=data.question,
+        intent=data.intent,
+        intent_confidence=data.intent_confidence,
+        intent_method=data.intent_method,
+        query_type=data.query_type,
+        query_type_confidence=data.query_type_confidence,
+        routing_method=data.routing_method,
+        backend_id=data.backend_id,
+        flow_id=data.flow_id,
+        score=data.score,
+        candidates=data.candidates,
+        fallback_chain=[a.as_dict() for a in data.attempts],
+        outcome=data.outcome,
+        error_type=data.error_type,
+        classify_ms=data.timings.get("classify_ms", 0),
+        route_ms=data.timings.get("route_ms", 0),
+        execute_ms=data.timings.get("execute_ms", 0),
+        total_ms=data.timings.get("total_ms", 0),
+    )
+
+
+def decisions_record(
+    batch: Sequence[DecisionData], *, performance_window: int = 10
+) -> list[RoutingDecision]:
+    """Store a batch of decisions with their attempts and turns, in one transaction.
+
+    A busy process writes many decisions per round trip this way; sessions
+    are created with their first decision. The performance aggregates of
+    every backend + intent touched are refreshed once per batch.
+    """
+    sessions = {d.session_id: d.tenant_id for d in batch if d.session_id is not None}
     with transaction.atomic():
-        decision = RoutingDecision.objects.create(
-            request_id=data.request_id,
-            tenant_id=data.tenant_id,
-            session_id=data.session_id,
-            question=data.question,
-            intent=data.intent,
-            intent_confidence=data.intent_confidence,
-            intent_method=data.intent_method,
-            query_type=data.query_type,
-            query_type_confidence=data.query_type_confidence,
-            routing_method=data.routing_method,
-            backend_id=data.backend_id,
-            flow_id=data.flow_id,
-            score=data.score,
-            candidates=data.candidates,
-            fallback_chain=[a.as_dict() for a in data.attempts],
-            outcome=data.outcome,
-            error_type=data.error_type,
-            classify_ms=data.timings.get("classify_ms", 0),
-            route_ms=data.timings.get("route_ms", 0),
-            execute_ms=data.timings.get("execute_ms", 0),
-            total_ms=data.timings.get("total_ms", 0),
+        Session.objects.bulk_create(
+            [Session(pk=key, tenant_id=tenant) for key, tenant in sessions.items()],
+            ignore_conflicts=True,
         )
+        decisions = RoutingDecision.objects.bulk_create([_decision_row(d) for d in batch])
         PerformanceRecord.objects.bulk_create(
             PerformanceRecord(
                 backend_id=a.backend_id,
@@ -84,10 +120,11 @@ def decision_record(data: DecisionData, *, performance_window: int = 10) -> Rout
                 success=a.ok,
                 error_type=a.error_type,
             )
+            for data, decision in zip(batch, decisions, strict=True)
             for a in data.attempts
         )
-        if data.session_id is not None and data.answer is not None:
-            Turn.objects.create(
+        Turn.objects.bulk_create(
+            Turn(
                 session_id=data.session_id,
                 question=data.question,
                 answer=data.answer,
@@ -95,12 +132,17 @@ def decision_record(data: DecisionData, *, performance_window: int = 10) -> Rout
                 backend_id=data.backend_id,
                 flow_id=data.flow_id,
             )
-            Session.objects.filter(pk=data.session_id).update(updated_at=decision.created_at)
-    for backend_id in {a.backend_id for a in data.attempts}:
-        publish_performance(
-            backend_id, data.intent, performance_of(backend_id, data.intent, performance_window)
+            for data in batch
+            if data.session_id is not None and data.answer is not None
         )
-    return decision
+        if sessions:
+            Session.objects.filter(pk__in=list(sessions)).update(updated_at=timezone.now())
+    touched = {(a.backend_id, d.intent) for d in batch for a in d.attempts}
+    for backend_id, intent in touched:
+        publish_performance(
+            backend_id, intent, performance_of(backend_id, intent, performance_window)
+        )
+    return decisions
 
 
 def performance_of(backend_id: int, intent: str, window: int) -> Performance:
@@ -128,10 +170,114 @@ def _answer_key(tenant_id: int, intent: str, question: str) -> str:
 def answer_remember(
     tenant_id: int, intent: str, question: str, answer: dict[str, Any], ttl: int
 ) -> None:
-    cache.set(_answer_key(tenant_id, intent, question), answer, timeout=ttl)
+    shared_cache().set(_answer_key(tenant_id, intent, question), answer, timeout=ttl)
 
 
 def answer_recall(tenant_id: int, intent: str, question: str) -> dict[str, Any] | None:
     """A fresh earlier answer to the same question and intent, for when every backend is down."""
-    found = cache.get(_answer_key(tenant_id, intent, question))
+    found = shared_cache().get(_answer_key(tenant_id, intent, question))
     return found if isinstance(found, dict) else None
+
+
+class _Writer:
+    """Writes decisions behind the answers, on threads of their own.
+
+    Threads, not event-loop tasks: a write must survive whatever loop the
+    query ran on (a command's loop ends with the command). A session always
+    goes to the same thread, so its writes land in order.
+    """
+
+    THREADS = 2
+    BATCH = 200
+
+    def __init__(self) -> None:
+        self._queues: list[queue.Queue[tuple[DecisionData, int] | None]] = []
+        self._lock = threading.Lock()
+        self._pending: dict[uuid.UUID | None, int] = {}
+        self._started = False
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            for i in range(self.THREADS):
+                q: queue.Queue[tuple[DecisionData, int] | None] = queue.Queue()
+                self._queues.append(q)
+                threading.Thread(
+                    target=self._run, args=(q,), name=f"decision-writer-{i}", daemon=True
+                ).start()
+            atexit.register(self.drain, timeout=30)
+            self._started = True
+
+    def submit(self, data: DecisionData, window: int) -> None:
+        self._start()
+        with self._lock:
+            self._pending[data.session_id] = self._pending.get(data.session_id, 0) + 1
+        index = hash(data.session_id) % self.THREADS
+        self._queues[index].put((data, window))
+
+    def _run(self, q: queue.Queue[tuple[DecisionData, int] | None]) -> None:
+        while True:
+            items = [q.get()]
+            while len(items) < self.BATCH:  # whatever else is waiting goes in the same batch
+                try:
+                    items.append(q.get_nowait())
+                except queue.Empty:
+                    break
+            batch = [item for item in items if item is not None]
+            try:
+                if batch:
+                    self._write([data for data, _ in batch], max(w for _, w in batch))
+            finally:
+                for _ in items:
+                    q.task_done()
+
+    def _write(self, batch: list[DecisionData], window: int) -> None:
+        try:
+            decisions_record(batch, performance_window=window)
+        except Exception:
+            # One bad decision must not take the others with it: write them one by one.
+            for data in batch:
+                try:
+                    decisions_record([data], performance_window=window)
+                except Exception:  # nobody waits for this write: say loudly what was lost
+                    logger.exception("Could not record decision %s", data.request_id)
+        finally:
+            close_old_connections()
+            with self._lock:
+                for data in batch:
+                    left = self._pending.get(data.session_id, 1) - 1
+                    if left:
+                        self._pending[data.session_id] = left
+                    else:
+                        self._pending.pop(data.session_id, None)
+
+    def pending(self, session_id: uuid.UUID | None = None) -> int:
+        with self._lock:
+            if session_id is None:
+                return sum(self._pending.values())
+            return self._pending.get(session_id, 0)
+
+    def drain(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.pending() and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+
+_writer = _Writer()
+
+
+def record_later(data: DecisionData, *, performance_window: int) -> None:
+    """Write the decision behind the answer; it completes even if the caller has gone."""
+    _writer.submit(data, performance_window)
+
+
+async def session_settled(session_id: uuid.UUID) -> None:
+    """Wait until this process has written everything of ``session_id`` so far."""
+    while _writer.pending(session_id):
+        await asyncio.sleep(0.002)
+
+
+def drain(timeout: float = 30.0) -> None:
+    """Block until every pending write of this process is done (tests, commands, exit)."""
+    _writer.drain(timeout)

@@ -12,8 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from django.core.cache import cache
-
+from flywheel.cache import shared_cache
 from routing.patterns import Matcher, compile_pattern
 
 VERSION_KEY = "flywheel:intent-rules-version"
@@ -124,7 +123,7 @@ class _RuleCache:
         rules = self._rules
         if rules is not None and now - self._checked_at < RECHECK_SECONDS:
             return rules
-        version = int(cache.get(VERSION_KEY) or 0)
+        version = int(shared_cache().get(VERSION_KEY) or 0)
         with self._lock:
             if self._rules is None or self._rules.version != version:
                 self._rules = _compile(version)
@@ -147,9 +146,9 @@ def intent_rules() -> IntentRuleSet:
 def intent_rules_changed() -> None:
     """Tell every process that rules changed (called on pattern and intent saves)."""
     try:
-        cache.incr(VERSION_KEY)
+        shared_cache().incr(VERSION_KEY)
     except ValueError:  # no version yet
-        cache.set(VERSION_KEY, 1, timeout=None)
+        shared_cache().set(VERSION_KEY, 1, timeout=None)
     _cache.clear()
 
 

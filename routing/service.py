@@ -14,9 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from backends.adapters.base import Exchange, ExecutionResult
+from flywheel.asyncdb import db
 from flywheel.errors import ApplicationError, ValidationError
 from flywheel.models import Tenant
 from routing import conversation
@@ -25,10 +24,23 @@ from routing.errors import AllBackendsFailedError
 from routing.execution import Attempt, StreamProgress, run_chain, stream_chain
 from routing.planning import Plan, classify_intent, classify_type, plan
 from routing.querytype import QueryTypeDecision
-from routing.recording import DecisionData, answer_recall, answer_remember, decision_record
+from routing.recording import (
+    DecisionData,
+    answer_recall,
+    answer_remember,
+    record_later,
+    session_settled,
+)
 from routing.requests import QueryRequest
 from routing.scoring import Candidate
-from routing.sessions import PastTurn, session_answers, session_history, session_open
+from routing.sessions import (
+    PastTurn,
+    session_history,
+    session_key,
+    session_new,
+    session_recent,
+    session_remember,
+)
 from routing.state import RoutingState, now, routing_state
 
 # Tasks that must finish even if the client that started them goes away.
@@ -102,17 +114,42 @@ def _turns(history: Sequence[PastTurn]) -> list[Turn]:
     return [Turn(t.question, t.intent, t.answer) for t in history]
 
 
-async def _record(query: _Query, data: DecisionData, state: RoutingState) -> None:
-    await sync_to_async(decision_record)(data, performance_window=state.policy.performance_window)
+def _record(query: _Query, data: DecisionData, state: RoutingState) -> None:
+    """Remember the turn for the conversation at once; write the rows behind the answer."""
+    if data.answer is not None and query.session_id is not None:
+        session_remember(
+            tenant_id=query.tenant.pk,
+            session_id=query.session_id,
+            turn=PastTurn(data.question, data.answer, data.intent, data.backend_id),
+        )
+    record_later(data, performance_window=state.policy.performance_window)
+
+
+async def _open_session(query: _Query) -> None:
+    if query.request.session_id is None:
+        query.session_id = session_new(tenant_id=query.tenant.pk)
+        return
+    key = session_key(query.request.session_id)
+    await session_settled(key)
+    query.session_id, query.history = await db(session_recent)(
+        tenant_id=query.tenant.pk, session_id=key
+    )
+
+
+async def _full_history(query: _Query) -> list[PastTurn]:
+    """Every turn of the session: the stored ones, plus recent ones still being written."""
+    if query.session_id is None:
+        return []
+    await session_settled(query.session_id)
+    stored = await db(session_history)(tenant_id=query.tenant.pk, session_id=query.session_id)
+    tail = stored[-len(query.history) :] if query.history else []
+    return stored + [t for t in query.history if t not in tail]
 
 
 async def _prepare(request: QueryRequest, tenant: Tenant, state: RoutingState) -> _Query:
     """Session, classification and the plan. A rejection is recorded, then raised."""
     query = _Query(request, tenant)
-    session, query.history = await sync_to_async(session_open)(
-        tenant=tenant, session_id=request.session_id
-    )
-    query.session_id = session.pk
+    await _open_session(query)
     try:
         query.intent = await classify_intent(
             state, request.question, _turns(query.history), request.intent
@@ -121,18 +158,16 @@ async def _prepare(request: QueryRequest, tenant: Tenant, state: RoutingState) -
         query.mark("classify_ms")
         query.backend_question = request.question
         if query.intent.intent == "conversation-query":
-            full = await sync_to_async(session_history)(tenant=tenant, session_id=str(session.pk))
+            full = await _full_history(query)
             query.local_answer = conversation.answer_from_history(request.question, full)
             query.mark("route_ms")
             return query
         if query.intent.intent == "summarize":
-            answers = await sync_to_async(session_answers)(
-                session=session, count=conversation.SUMMARIZE_LAST
-            )
+            answers = [t.answer for t in query.history if t.answer][-conversation.SUMMARIZE_LAST :]
             if not answers:
                 raise ValidationError(
                     "There is nothing to summarize yet: this conversation has no answers.",
-                    details={"session_id": str(session.pk)},
+                    details={"session_id": str(query.session_id)},
                 )
             query.backend_question = conversation.summarize_question(answers)
         query.plan = plan(
@@ -145,7 +180,7 @@ async def _prepare(request: QueryRequest, tenant: Tenant, state: RoutingState) -
         )
         query.mark("route_ms")
     except ApplicationError as err:
-        await _record(query, query.decision("rejected", error_type=err.type), state)
+        _record(query, query.decision("rejected", error_type=err.type), state)
         err.details.setdefault("request_id", str(query.request_id))
         raise
     return query
@@ -217,7 +252,7 @@ async def _conclude(
     query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
     if result is not None and winner is not None:
         outcome = "success" if len(attempts) == 1 else "fallback"
-        await _record(
+        _record(
             query,
             query.decision(
                 outcome,
@@ -241,7 +276,7 @@ async def _conclude(
         )
     cached = answer_recall(query.tenant.pk, intent, query.backend_question)
     if cached is not None:
-        await _record(
+        _record(
             query,
             query.decision("cached", attempts=tuple(attempts), answer=cached["answer"]),
             state,
@@ -250,9 +285,7 @@ async def _conclude(
         routing["cached_from"] = {"backend": cached["backend"], "flow": cached["flow"]}
         return _response(query, cached["answer"], routing)
     last_error = attempts[-1].error_type if attempts else "AllBackendsDown"
-    await _record(
-        query, query.decision("failed", attempts=tuple(attempts), error_type=last_error), state
-    )
+    _record(query, query.decision("failed", attempts=tuple(attempts), error_type=last_error), state)
     raise AllBackendsFailedError(
         f"No backend could answer the {intent!r} question"
         + ("." if attempts else ": every backend with a matching flow is down."),
@@ -265,11 +298,11 @@ async def _conclude(
 
 
 async def _answer(request: QueryRequest, tenant: Tenant) -> dict[str, Any]:
-    state = await sync_to_async(routing_state)()
+    state = await db(routing_state)()
     query = await _prepare(request, tenant, state)
     if query.local_answer is not None:
         query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
-        await _record(query, query.decision("success", answer=query.local_answer), state)
+        _record(query, query.decision("success", answer=query.local_answer), state)
         return _response(query, query.local_answer, _routing_block(query, winner=None, attempts=()))
     chain = await run_chain(
         query.planned.candidates,
@@ -306,12 +339,12 @@ async def _stream_producer(
     request: QueryRequest, tenant: Tenant, queue: asyncio.Queue[dict[str, Any] | None]
 ) -> None:
     try:
-        state = await sync_to_async(routing_state)()
+        state = await db(routing_state)()
         query = await _prepare(request, tenant, state)
         if query.local_answer is not None:
             await queue.put({"event": "chunk", "text": query.local_answer})
             query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
-            await _record(query, query.decision("success", answer=query.local_answer), state)
+            _record(query, query.decision("success", answer=query.local_answer), state)
             routing = _routing_block(query, winner=None, attempts=())
             await queue.put({"event": "end", **_response(query, query.local_answer, routing)})
             return
@@ -362,10 +395,10 @@ async def stream_answer(request: QueryRequest, *, tenant: Tenant) -> AsyncIterat
 
 async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dict[str, Any]:
     """Dry run: classify and score without running anything or writing anything."""
-    state = await sync_to_async(routing_state)()
+    state = await db(routing_state)()
     history: list[PastTurn] = []
     if request.session_id is not None and tenant is not None:
-        history = await sync_to_async(session_history)(tenant=tenant, session_id=request.session_id)
+        _, history = await db(session_recent)(tenant_id=tenant.pk, session_id=request.session_id)
     intent = await classify_intent(state, request.question, _turns(history[-5:]), request.intent)
     query_type = await classify_type(state, request.question)
     candidates: tuple[Candidate, ...] = ()

@@ -1,15 +1,24 @@
-"""Sessions: the conversation Flywheel keeps, whichever backend answers."""
+"""Sessions: the conversation Flywheel keeps, whichever backend answers.
+
+The database holds every turn. The last few turns of each session are also
+kept in the shared cache, updated as each answer goes out, so that the next
+question of the conversation finds them at once, in whichever process it
+lands, even while the turn's row is still being written behind the response.
+"""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
+from flywheel.cache import shared_cache
 from flywheel.errors import NotFoundError, ValidationError
-from flywheel.models import Tenant
 from routing.models import Session, Turn
 
 RECENT_TURNS = 5
+SESSION_KEY = "flywheel:session:{id}"
+SESSION_CACHE_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -20,29 +29,8 @@ class PastTurn:
     backend_id: int | None
 
 
-def session_open(*, tenant: Tenant, session_id: str | None) -> tuple[Session, list[PastTurn]]:
-    """The tenant's session (a new one when ``session_id`` is None) and its recent turns.
-
-    Raises ValidationError for an id that is not a UUID, and NotFoundError for
-    one the tenant does not own (another tenant's session looks the same as
-    none at all).
-    """
-    if session_id is None:
-        return Session.objects.create(tenant=tenant), []
-    session = session_get(tenant=tenant, session_id=session_id)
-    recent = list(session.turns.order_by("-created_at", "-id")[:RECENT_TURNS])
-    return session, [
-        PastTurn(t.question, t.answer, t.intent, t.backend_id) for t in reversed(recent)
-    ]
-
-
-def session_answers(*, session: Session, count: int) -> list[str]:
-    """The session's last ``count`` non-empty answers, oldest first."""
-    answers = Turn.objects.filter(session=session).exclude(answer="").order_by("-created_at", "-id")
-    return [t.answer for t in reversed(list(answers[:count]))]
-
-
-def _session_key(session_id: str) -> uuid.UUID:
+def session_key(session_id: str | uuid.UUID) -> uuid.UUID:
+    """The session id as a UUID. Raises ValidationError for anything else."""
     try:
         return uuid.UUID(str(session_id))
     except ValueError as err:
@@ -52,19 +40,69 @@ def _session_key(session_id: str) -> uuid.UUID:
         ) from err
 
 
-def session_get(*, tenant: Tenant, session_id: str) -> Session:
-    """The tenant's session. Raises ValidationError / NotFoundError like session_open."""
-    key = _session_key(session_id)
-    session = Session.objects.filter(pk=key, tenant=tenant).first()
+def _cached(key: uuid.UUID) -> dict[str, Any] | None:
+    found = shared_cache().get(SESSION_KEY.format(id=key))
+    return found if isinstance(found, dict) else None
+
+
+def _cache(key: uuid.UUID, tenant_id: int, turns: list[PastTurn]) -> None:
+    shared_cache().set(
+        SESSION_KEY.format(id=key),
+        {"tenant": tenant_id, "turns": [asdict(t) for t in turns[-RECENT_TURNS:]]},
+        SESSION_CACHE_SECONDS,
+    )
+
+
+def session_new(*, tenant_id: int) -> uuid.UUID:
+    """A new session's id; its row is written with its first decision."""
+    key = uuid.uuid4()
+    _cache(key, tenant_id, [])
+    return key
+
+
+def session_recent(
+    *, tenant_id: int, session_id: str | uuid.UUID
+) -> tuple[uuid.UUID, list[PastTurn]]:
+    """The session's id and last turns (oldest first).
+
+    Raises ValidationError for an id that is not a UUID, NotFoundError for a
+    session the tenant does not own (another tenant's looks like none at all).
+    """
+    key = session_key(session_id)
+    cached = _cached(key)
+    if cached is not None:
+        if cached["tenant"] != tenant_id:
+            raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
+        return key, [PastTurn(**t) for t in cached["turns"]]
+    session = Session.objects.filter(pk=key, tenant_id=tenant_id).first()
+    if session is None:
+        raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
+    recent = list(session.turns.order_by("-created_at", "-id")[:RECENT_TURNS])
+    turns = [PastTurn(t.question, t.answer, t.intent, t.backend_id) for t in reversed(recent)]
+    _cache(key, tenant_id, turns)
+    return key, turns
+
+
+def session_remember(*, tenant_id: int, session_id: uuid.UUID, turn: PastTurn) -> None:
+    """Add an answered turn to the session's cached recent turns."""
+    cached = _cached(session_id)
+    turns = [PastTurn(**t) for t in cached["turns"]] if cached else []
+    _cache(session_id, tenant_id, [*turns, turn])
+
+
+def session_get(*, tenant_id: int, session_id: str) -> Session:
+    """The tenant's session row. Raises ValidationError / NotFoundError like session_recent."""
+    key = session_key(session_id)
+    session = Session.objects.filter(pk=key, tenant_id=tenant_id).first()
     if session is None:
         raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
     return session
 
 
-def session_history(*, tenant: Tenant, session_id: str) -> list[PastTurn]:
-    """Every turn of the tenant's session, oldest first."""
-    session = session_get(tenant=tenant, session_id=session_id)
-    return [
-        PastTurn(t.question, t.answer, t.intent, t.backend_id)
-        for t in session.turns.order_by("created_at", "id")
-    ]
+def session_history(*, tenant_id: int, session_id: str | uuid.UUID) -> list[PastTurn]:
+    """Every stored turn of the tenant's session, oldest first (empty for a new one)."""
+    key = session_key(session_id)
+    turns = Turn.objects.filter(session_id=key, session__tenant_id=tenant_id).order_by(
+        "created_at", "id"
+    )
+    return [PastTurn(t.question, t.answer, t.intent, t.backend_id) for t in turns]

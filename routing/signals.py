@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from flywheel.cache import shared_cache
 from routing.models import Intent, IntentPattern, RoutingPolicy, ScopePattern
 from routing.rules import intent_rules_changed
 from routing.state import POLICY_KEY
@@ -22,4 +22,4 @@ def _rules_changed(sender: type, **kwargs: Any) -> None:
 
 @receiver([post_save, post_delete], sender=RoutingPolicy)
 def _policy_changed(sender: type, **kwargs: Any) -> None:
-    cache.delete(POLICY_KEY)
+    shared_cache().delete(POLICY_KEY)

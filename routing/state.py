@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.core.cache import cache
 from django.utils.dateparse import parse_datetime
 
 from backends import snapshot
+from flywheel.cache import shared_cache
 from routing.rules import IntentRuleSet, intent_rules
 from routing.scoring import BackendEntry, FlowEntry, HealthEntry, Performance, PolicyValues
 
@@ -82,7 +82,7 @@ def _health(published: dict[int, dict[str, Any]]) -> dict[int, HealthEntry]:
 
 
 def policy_values() -> PolicyValues:
-    values = cache.get(POLICY_KEY)
+    values = shared_cache().get(POLICY_KEY)
     if values is None:
         from routing.services import routing_policy_get
 
@@ -97,7 +97,7 @@ def policy_values() -> PolicyValues:
             llm_classification_enabled=p.llm_classification_enabled,
             answer_cache_ttl_seconds=p.answer_cache_ttl_seconds,
         )
-        cache.set(POLICY_KEY, values, timeout=300)
+        shared_cache().set(POLICY_KEY, values, timeout=300)
     return values
 
 
@@ -135,7 +135,7 @@ class _Memo:
                 missing.append(backend_id)
         if missing:
             keys = {PERFORMANCE_KEY.format(backend=b, intent=intent): b for b in missing}
-            found = cache.get_many(list(keys))
+            found = shared_cache().get_many(list(keys))
             for key, backend_id in keys.items():
                 perf = found.get(key)
                 self._perf[(backend_id, intent)] = (now, perf)
@@ -165,7 +165,7 @@ def recent_performance(backend_ids: Iterable[int], intent: str) -> dict[int, Per
 
 def publish_performance(backend_id: int, intent: str, perf: Performance) -> None:
     """Share a backend + intent's fresh aggregate with every process."""
-    cache.set(
+    shared_cache().set(
         PERFORMANCE_KEY.format(backend=backend_id, intent=intent), perf, PERFORMANCE_TTL_SECONDS
     )
     _memo.remember(backend_id, intent, perf)

@@ -67,8 +67,8 @@ def ensure(name: str, url: str, default_port: int, starter: list[str] | None) ->
 
 
 def main() -> int:
-    database_url = os.environ["DATABASE_URL"]
-    redis_url = os.environ["REDIS_URL"]
+    database_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flywheel")
+    redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
     if not database_url.startswith(("postgres://", "postgresql://")):
         print(f"error: the test suite runs on PostgreSQL; DATABASE_URL is {database_url}")
         return 1

@@ -63,3 +63,12 @@ def _fresh_routing_state() -> Iterator[None]:
     yield
     state.forget()
     execution.forget_configs()
+
+
+@pytest.fixture(autouse=True)
+def _decisions_written() -> Iterator[None]:
+    """Decisions are written behind the answers: let each test's writes land before it ends."""
+    from routing.recording import drain
+
+    yield
+    drain()

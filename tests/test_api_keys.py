@@ -99,3 +99,33 @@ def test_the_create_api_key_command_prints_the_key_once(tenant: Tenant) -> None:
     raw_key = out.getvalue().strip()
     assert api_key_authenticate(raw_key=raw_key).tenant == tenant
     assert raw_key not in err.getvalue()
+
+
+def test_a_cached_key_stops_working_as_soon_as_it_is_revoked(tenant: Tenant) -> None:
+    api_key, raw_key = api_key_create(tenant=tenant, name="ci")
+    api_key_authenticate(raw_key=raw_key)  # now remembered in the cache
+
+    api_key_revoke(api_key=api_key)
+
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_key)
+
+
+def test_a_cached_key_stops_working_when_its_tenant_is_deactivated(tenant: Tenant) -> None:
+    _, raw_key = api_key_create(tenant=tenant, name="ci")
+    api_key_authenticate(raw_key=raw_key)
+
+    tenant.is_active = False
+    tenant.save()
+
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_key)
+
+
+def test_a_cached_key_still_knows_its_tenant(tenant: Tenant) -> None:
+    _, raw_key = api_key_create(tenant=tenant, name="ci")
+    first = api_key_authenticate(raw_key=raw_key)
+
+    again = api_key_authenticate(raw_key=raw_key)
+
+    assert (again.pk, again.tenant.pk, again.tenant.slug) == (first.pk, tenant.pk, "acme")

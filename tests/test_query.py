@@ -16,6 +16,7 @@ from flywheel.errors import ApplicationError, NotFoundError, ValidationError
 from flywheel.models import Tenant
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.models import Turn
+from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, stream_answer
 from tests.routing_world import FW_ANSWER, LF_ANSWER, World, build_world, refresh
@@ -32,7 +33,10 @@ def world(db) -> Iterator[World]:
 
 
 def ask(tenant: Tenant, **fields: Any) -> dict[str, Any]:
-    return async_to_sync(answer_question)(query_request(fields), tenant=tenant)
+    try:
+        return async_to_sync(answer_question)(query_request(fields), tenant=tenant)
+    finally:
+        drain()  # decisions are written behind the answer
 
 
 def fails(tenant: Tenant, error: type[ApplicationError], **fields: Any) -> ApplicationError:
@@ -371,7 +375,10 @@ def _collect(tenant: Tenant, **fields: Any) -> list[dict[str, Any]]:
     async def run() -> list[dict[str, Any]]:
         return [e async for e in stream_answer(query_request(fields), tenant=tenant)]
 
-    return async_to_sync(run)()
+    try:
+        return async_to_sync(run)()
+    finally:
+        drain()
 
 
 def test_streaming_sends_chunks_then_the_routing_block(world: World, tenant: Tenant) -> None:

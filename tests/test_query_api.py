@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from analytics.models import RoutingDecision
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
+from routing.recording import drain
 from tests.captured import response
 from tests.routing_world import FW_ANSWER, World, build_world
 
@@ -135,6 +136,7 @@ def test_sessions_and_decisions_can_be_read_back(world: World, api_client: APICl
         format="json",
     )
 
+    drain()  # decisions are written behind the answers
     session = api_client.get(f"/api/v1/sessions/{first['session_id']}").json()
     decisions = api_client.get("/api/v1/decisions", {"intent": "code-review"}).json()
     one = api_client.get(f"/api/v1/decisions/{first['request_id']}").json()
@@ -198,6 +200,7 @@ def test_the_trace_page_shows_the_decision_to_staff(
     world.fail(world.fw_route)
     body = api_client.post("/api/v1/query", {"question": REVIEW}, format="json").json()
     path = f"/decisions/{body['request_id']}"
+    drain()
 
     page = admin_client.get(path)
     anonymous = APIClient().get(path)

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from backends.adapters import close_adapters
 from flywheel.errors import ApplicationError
 from flywheel.services import tenant_get_or_create_default
+from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question
 
@@ -41,6 +42,8 @@ class Command(BaseCommand):
             body = async_to_sync(_ask)(query_request(data), tenant_get_or_create_default())
         except ApplicationError as err:
             raise CommandError(json.dumps(err.as_dict())) from err
+        finally:
+            drain()  # the decision is written behind the answer: finish before exiting
         self.stdout.write(body["answer"])
         self.stdout.write("")
         self.stdout.write(json.dumps(body["routing"], indent=2))

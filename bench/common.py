@@ -1,0 +1,79 @@
+"""Shared helpers for the benchmarks: question sets, percentiles, subprocess servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+
+
+def questions(*, exclude: frozenset[str] = frozenset()) -> list[str]:
+    """Every labelled question the project keeps (several hundred, varied).
+
+    ``exclude`` leaves out intents, e.g. the conversation ones, which need a
+    session with history to be answered.
+    """
+    found: list[str] = []
+    for path in sorted(DATA.glob("intent_*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+        found += [row["question"] for row in rows if row["intent"] not in exclude]
+    return found
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(values: Sequence[float]) -> str:
+    return (
+        f"p50 {percentile(values, 50):.3f}  p90 {percentile(values, 90):.3f}  "
+        f"p99 {percentile(values, 99):.3f}  mean {statistics.fmean(values):.3f}  (n={len(values)})"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(url: str, timeout: float = 60.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up in {timeout:.0f} s")
+
+
+def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(  # noqa: S603 - our own interpreter and modules
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")

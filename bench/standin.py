@@ -1,0 +1,44 @@
+"""A stand-in backend for benchmarks: answers Flowise's prediction API, optionally after a delay.
+
+Run: python bench/standin.py PORT DELAY_SECONDS
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+DELAY = 0.0
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    if scope["path"] == "/api/v1/ping":
+        payload, content_type = b"pong", b"text/html"
+    else:
+        question = json.loads(body or b"{}").get("question", "")
+        session = (json.loads(body or b"{}").get("overrideConfig") or {}).get("sessionId", "s")
+        if DELAY:
+            await asyncio.sleep(DELAY)
+        payload = json.dumps({"text": f"Echo: {question}", "sessionId": session}).encode()
+        content_type = b"application/json"
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]}
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+if __name__ == "__main__":
+    import uvicorn
+
+    DELAY = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="error", backlog=2048)
