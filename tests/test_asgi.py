@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import httpx
 import pytest
 
@@ -11,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def _get(path: str, **headers: str) -> httpx.Response:
-    transport = httpx.ASGITransport(app=application)
+    transport = httpx.ASGITransport(app=cast(Any, application))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         return await client.get(path, headers=headers)
 
