@@ -1,0 +1,118 @@
+"""Real questions routed between the real Flowise and Langflow, fallback included."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from analytics.models import RoutingDecision
+from backends.adapters.base import BackendConfig
+from backends.models import Backend
+from backends.services import ahealth_check_all
+from chatflows.models import Flow
+from chatflows.services import adiscover_all
+from flywheel.models import Tenant
+from routing import state
+from routing.recording import drain
+from routing.requests import query_request
+from routing.service import answer_question, stream_answer
+from routing.services import defaults_load
+from tests.live.conftest import ROOT
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+QUESTION = "Please review my pull request"
+
+
+@pytest.fixture
+def routed(flowise_config: BackendConfig, langflow_config: BackendConfig, peers) -> Tenant:
+    """Both peers registered, discovered and probed; their echo flows serve code review."""
+    defaults_load()
+    for config in (flowise_config, langflow_config):
+        Backend.objects.create(
+            name=config.name, kind=config.kind, base_url=config.base_url, api_key=config.api_key
+        )
+    async_to_sync(adiscover_all)()
+    serving = {
+        peers["FLOWISE_AGENTFLOW_ID"]: ["code-review", "refactor", "pull request"],
+        peers["LANGFLOW_PROMPT_FLOW_ID"]: ["code-review"],
+    }
+    for flow in Flow.objects.filter(external_id__in=serving):
+        flow.intent_keywords = serving[flow.external_id]
+        flow.keywords_edited = True
+        flow.save()
+    async_to_sync(ahealth_check_all)()
+    state.forget()
+    return Tenant.objects.create(name="Live", slug="live")
+
+
+def ask(tenant: Tenant, **fields: Any) -> dict[str, Any]:
+    try:
+        return async_to_sync(answer_question)(query_request(fields), tenant=tenant)
+    finally:
+        drain()
+
+
+def test_a_question_is_routed_to_the_best_real_backend(routed: Tenant) -> None:
+    body = ask(routed, question=QUESTION)
+
+    assert body["answer"] == f"Echo: {QUESTION}"
+    assert body["routing"]["backend"] == "flowise-live"
+    assert body["routing"]["intent"] == "code-review"
+    assert RoutingDecision.objects.get().outcome == "success"
+
+
+def test_an_explicit_backend_is_used_as_asked(routed: Tenant) -> None:
+    body = ask(routed, question=QUESTION, backend="langflow")
+
+    assert body["answer"] == f"Echo: {QUESTION}"
+    assert body["routing"]["backend"] == "langflow-live"
+
+
+def test_a_conversation_moves_between_real_backends_with_its_history(routed: Tenant) -> None:
+    first = ask(routed, question=QUESTION)
+
+    second = ask(
+        routed, question="and the tests?", backend="langflow", session_id=first["session_id"]
+    )
+
+    assert second["routing"]["backend"] == "langflow-live"
+    assert QUESTION in second["answer"]  # the echo flow answers with what it received
+    assert second["answer"].endswith("User: and the tests?")
+
+
+def test_streaming_through_real_backends(routed: Tenant) -> None:
+    async def run() -> list[dict[str, Any]]:
+        request = query_request({"question": QUESTION, "parameters": {"stream": True}})
+        return [e async for e in stream_answer(request, tenant=routed)]
+
+    events = async_to_sync(run)()
+    drain()
+
+    assert events[-1]["event"] == "end"
+    assert "".join(e["text"] for e in events if e["event"] == "chunk") == f"Echo: {QUESTION}"
+
+
+def _peers(action: str, name: str) -> None:
+    subprocess.run([str(ROOT / "scripts" / "peers" / f"{action}.sh"), name], check=True)  # noqa: S603
+
+
+def test_it_falls_back_to_langflow_while_flowise_is_stopped(routed: Tenant) -> None:
+    _peers("stop", "flowise")
+    try:
+        body = ask(routed, question=QUESTION)
+    finally:
+        _peers("start", "flowise")
+
+    chain = body["routing"]["fallback_chain"]
+    assert body["answer"] == f"Echo: {QUESTION}"
+    assert body["routing"]["backend"] == "langflow-live"
+    assert [(a["backend"], a["ok"]) for a in chain] == [
+        ("flowise-live", False),
+        ("langflow-live", True),
+    ]
+    assert chain[0]["error_type"] == "ConnectionError"
+    assert RoutingDecision.objects.get().outcome == "fallback"
