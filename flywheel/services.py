@@ -88,6 +88,20 @@ def api_key_forget(digest: str) -> None:
     shared_cache().delete(AUTH_CACHE_KEY.format(digest=digest))
 
 
+def api_key_recall(*, raw_key: str) -> ApiKey | None:
+    """The key from the authentication cache alone (no database), if it is there and its
+    last use was noted recently; None means: call api_key_authenticate."""
+    digest = hash_api_key(raw_key)
+    remembered = shared_cache().get(AUTH_CACHE_KEY.format(digest=digest))
+    if remembered is None:
+        return None
+    api_key = _recalled(digest, remembered)
+    last_used = api_key.last_used_at
+    if last_used is None or timezone.now() - last_used > LAST_USED_RESOLUTION:
+        return None
+    return api_key
+
+
 def api_key_authenticate(*, raw_key: str) -> ApiKey:
     """Return the active key matching ``raw_key`` and note its use.
 

@@ -8,11 +8,10 @@ from typing import Any
 
 from django.conf import settings
 
-from flywheel.asyncdb import db
 from routing import llm
 from routing.models import ScopePattern
 from routing.planning import decide_query_type
-from routing.state import routing_state
+from routing.state import current_state, routing_state
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +19,7 @@ logger = logging.getLogger(__name__)
 async def route_query_type(question: str, *, tenant_slug: str) -> dict[str, Any]:
     """Classify a question's breadth; the tenant comes from the caller's API key (AC 8)."""
     started = time.perf_counter()
-    state = await db(routing_state)()
+    state = await current_state()
     decision = await decide_query_type(state, question)
     elapsed = round((time.perf_counter() - started) * 1000, 3)
     logger.info(

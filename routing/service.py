@@ -41,7 +41,7 @@ from routing.sessions import (
     session_recent,
     session_remember,
 )
-from routing.state import RoutingState, now, routing_state
+from routing.state import RoutingState, current_state, now
 
 # Tasks that must finish even if the client that started them goes away.
 _background: set[asyncio.Task[Any]] = set()
@@ -120,6 +120,7 @@ def _record(query: _Query, data: DecisionData, state: RoutingState) -> None:
         session_remember(
             tenant_id=query.tenant.pk,
             session_id=query.session_id,
+            recent=query.history,
             turn=PastTurn(data.question, data.answer, data.intent, data.backend_id),
         )
     record_later(data, performance_window=state.policy.performance_window)
@@ -298,7 +299,7 @@ async def _conclude(
 
 
 async def _answer(request: QueryRequest, tenant: Tenant) -> dict[str, Any]:
-    state = await db(routing_state)()
+    state = await current_state()
     query = await _prepare(request, tenant, state)
     if query.local_answer is not None:
         query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
@@ -339,7 +340,7 @@ async def _stream_producer(
     request: QueryRequest, tenant: Tenant, queue: asyncio.Queue[dict[str, Any] | None]
 ) -> None:
     try:
-        state = await db(routing_state)()
+        state = await current_state()
         query = await _prepare(request, tenant, state)
         if query.local_answer is not None:
             await queue.put({"event": "chunk", "text": query.local_answer})
@@ -395,7 +396,7 @@ async def stream_answer(request: QueryRequest, *, tenant: Tenant) -> AsyncIterat
 
 async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dict[str, Any]:
     """Dry run: classify and score without running anything or writing anything."""
-    state = await db(routing_state)()
+    state = await current_state()
     history: list[PastTurn] = []
     if request.session_id is not None and tenant is not None:
         _, history = await db(session_recent)(tenant_id=tenant.pk, session_id=request.session_id)

@@ -55,9 +55,7 @@ def _cache(key: uuid.UUID, tenant_id: int, turns: list[PastTurn]) -> None:
 
 def session_new(*, tenant_id: int) -> uuid.UUID:
     """A new session's id; its row is written with its first decision."""
-    key = uuid.uuid4()
-    _cache(key, tenant_id, [])
-    return key
+    return uuid.uuid4()
 
 
 def session_recent(
@@ -83,11 +81,11 @@ def session_recent(
     return key, turns
 
 
-def session_remember(*, tenant_id: int, session_id: uuid.UUID, turn: PastTurn) -> None:
-    """Add an answered turn to the session's cached recent turns."""
-    cached = _cached(session_id)
-    turns = [PastTurn(**t) for t in cached["turns"]] if cached else []
-    _cache(session_id, tenant_id, [*turns, turn])
+def session_remember(
+    *, tenant_id: int, session_id: uuid.UUID, recent: list[PastTurn], turn: PastTurn
+) -> None:
+    """Cache the session's recent turns (as read at the start of the query) plus this one."""
+    _cache(session_id, tenant_id, [*recent, turn])
 
 
 def session_get(*, tenant_id: int, session_id: str) -> Session:

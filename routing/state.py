@@ -108,6 +108,12 @@ class _Memo:
         self._state_at = 0.0
         self._perf: dict[tuple[int, str], tuple[float, Performance | None]] = {}
 
+    def fresh(self) -> RoutingState | None:
+        state = self._state
+        if state is not None and time.monotonic() - self._state_at < MEMO_SECONDS:
+            return state
+        return None
+
     def state(self) -> RoutingState:
         state = self._state
         if state is not None and time.monotonic() - self._state_at < MEMO_SECONDS:
@@ -157,6 +163,16 @@ _memo = _Memo()
 
 def routing_state() -> RoutingState:
     return _memo.state()
+
+
+async def current_state() -> RoutingState:
+    """The routing state; from this process's memo when fresh, else read in a thread."""
+    fresh = _memo.fresh()
+    if fresh is not None:
+        return fresh
+    from flywheel.asyncdb import db
+
+    return await db(routing_state)()
 
 
 def recent_performance(backend_ids: Iterable[int], intent: str) -> dict[int, Performance]:
