@@ -4,7 +4,9 @@ API requests (``/api/``) go to a Django handler without the browser
 middleware (sessions, CSRF, messages, ...): API clients authenticate with a
 key, and under ASGI every classic middleware hook costs a hop to a thread,
 which at hundreds of requests in flight dominated the query path's cost.
-Everything else (admin, pages, static files) gets the full stack.
+The query endpoints themselves take a fast lane past Django's handler
+(flywheel/fastlane.py). Everything else (admin, pages, static files) gets
+the full stack.
 """
 
 import os
@@ -34,6 +36,14 @@ class ApiHandler(ASGIHandler):
 
 
 api = ApiHandler()
+
+# Imported once Django is set up (get_asgi_application did that above).
+from flywheel.fastlane import FastLane  # noqa: E402
+from routing import api as routing_api  # noqa: E402
+
+api_with_fast_lane = FastLane(
+    {"/api/v1/query": routing_api.query, "/api/v1/route": routing_api.route}, fallback=api
+)
 if settings.SERVE_STATIC:
     # The admin's CSS and JS, served by the app itself so that a single
     # process needs no web server in front; turn off behind a proxy that serves them.
@@ -41,5 +51,6 @@ if settings.SERVE_STATIC:
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    handler = api if scope["type"] == "http" and scope["path"].startswith("/api/") else site
+    is_api = scope["type"] == "http" and scope["path"].startswith("/api/")
+    handler = api_with_fast_lane if is_api else site
     await handler(scope, receive, send)

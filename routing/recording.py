@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections, transaction
+from django.db import connections, transaction
 from django.db.models import Avg, Count, Q
 from django.utils import timezone
 
@@ -243,7 +243,7 @@ class _Writer:
                 except Exception:  # nobody waits for this write: say loudly what was lost
                     logger.exception("Could not record decision %s", data.request_id)
         finally:
-            close_old_connections()
+            connections.close_all()  # hand the connection back (to the pool)
             with self._lock:
                 for data in batch:
                     left = self._pending.get(data.session_id, 1) - 1

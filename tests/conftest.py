@@ -72,3 +72,15 @@ def _decisions_written() -> Iterator[None]:
 
     yield
     drain()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_connection_pools(django_db_setup, django_db_blocker) -> Iterator[None]:
+    """Pooled connections stay open between uses; close the pools before the test
+    database is dropped (this teardown runs before django_db_setup's)."""
+    yield
+    from django.db import connections
+
+    for conn in connections.all():
+        if hasattr(conn, "close_pool"):
+            conn.close_pool()

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, cast
 
 import httpx
 import pytest
+import respx
+from asgiref.sync import sync_to_async
 
+from analytics.models import RoutingDecision
 from flywheel.asgi import application
+from flywheel.asyncdb import db
+from routing.recording import drain
+from tests.captured import response
+from tests.routing_world import FW_ANSWER, World, build_world
+
+REVIEW = "Please review my pull request"
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,3 +48,78 @@ async def test_static_files_are_served() -> None:
     response = await _get("/static/admin/css/base.css")
 
     assert response.status_code == 200
+
+
+@pytest.fixture
+def world(db) -> Iterator[World]:
+    with respx.mock(assert_all_called=False) as router:
+        yield build_world(router)
+
+
+async def _post(path: str, payload: Any, host: str = "127.0.0.1", **headers: str) -> httpx.Response:
+    transport = httpx.ASGITransport(app=cast(Any, application))
+    async with httpx.AsyncClient(transport=transport, base_url=f"http://{host}") as client:
+        return await client.post(path, json=payload, headers=headers)
+
+
+async def test_the_fast_lane_answers_queries(world: World, raw_api_key: str) -> None:
+    response = await _post(
+        "/api/v1/query", {"question": REVIEW}, Authorization=f"Bearer {raw_api_key}"
+    )
+
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["answer"] == FW_ANSWER
+    assert body["trace_url"] == f"http://127.0.0.1/decisions/{body['request_id']}"
+    await sync_to_async(drain)()
+    successes = await db(RoutingDecision.objects.filter(outcome="success").count)()
+    assert successes == 1
+
+
+async def test_the_fast_lane_speaks_the_error_shape(world: World, raw_api_key: str) -> None:
+    no_key = await _post("/api/v1/query", {"question": REVIEW})
+    bad = await _post("/api/v1/query", {"question": ""}, Authorization=f"Bearer {raw_api_key}")
+
+    assert no_key.status_code == 401
+    assert no_key.headers["www-authenticate"].startswith("Bearer")
+    assert no_key.json()["error"]["type"] == "AuthenticationError"
+    assert bad.status_code == 400
+    assert "question" in bad.json()["error"]["details"]["fields"]
+
+
+async def test_the_fast_lane_refuses_a_foreign_host(world: World, raw_api_key: str) -> None:
+    response = await _post(
+        "/api/v1/query",
+        {"question": REVIEW},
+        host="evil.example",
+        Authorization=f"Bearer {raw_api_key}",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "BadRequest"
+
+
+async def test_the_fast_lane_streams(world: World, raw_api_key: str) -> None:
+    world.fw_route.mock(return_value=response("flowise", "prediction_agentflow_stream"))
+
+    streamed = await _post(
+        "/api/v1/query",
+        {"question": REVIEW, "parameters": {"stream": True}},
+        Authorization=f"Bearer {raw_api_key}",
+    )
+
+    assert streamed.headers["content-type"] == "text/event-stream"
+    assert [line for line in streamed.text.splitlines() if line.startswith("event:")] == [
+        "event: chunk",
+        "event: end",
+    ]
+    await sync_to_async(drain)()
+
+
+async def test_the_dry_run_takes_the_fast_lane_too(world: World, raw_api_key: str) -> None:
+    routed = await _post(
+        "/api/v1/route", {"question": REVIEW}, Authorization=f"Bearer {raw_api_key}"
+    )
+
+    assert routed.status_code == 200
+    assert routed.json()["selected"]["backend"] == "fw"
