@@ -24,6 +24,7 @@ django.setup()
 from bench.common import questions, summary  # noqa: E402
 from routing.classify import classify_with_context, settle  # noqa: E402
 from routing.planning import plan  # noqa: E402
+from routing.querytype import below_threshold, classify_query_type  # noqa: E402
 from routing.rules import default_rules  # noqa: E402
 from routing.scoring import BackendEntry, FlowEntry, HealthEntry, PolicyValues  # noqa: E402
 from routing.state import RoutingState  # noqa: E402
@@ -80,6 +81,12 @@ def main() -> None:
         if i >= 200:  # the first ones warm the performance memo and caches
             timings.append(elapsed)
     print(f"routing decision (classify + score, 50 flows on 4 backends), ms: {summary(timings)}")
+    query_type: list[float] = []
+    for i in range(N):
+        started = time.perf_counter()
+        below_threshold(classify_query_type(state.rules, pool[i % len(pool)]), 0.7)
+        query_type.append((time.perf_counter() - started) * 1000)
+    print(f"query type by rules (seed 004 AC 5: < 10 ms), ms: {summary(query_type)}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 LLM_INTENT_CONFIDENCE = 0.8
+# Seed 004, AC 6: a query-type classification by LLM takes under 500 ms; past
+# that the call is abandoned and the rules' HYBRID fallback stands.
+QUERY_TYPE_TIMEOUT_SECONDS = 0.5
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
 _clients = weakref.WeakKeyDictionary()
 
@@ -55,8 +58,10 @@ def _client() -> httpx.AsyncClient:
     return client
 
 
-async def chat(config: LLMConfig, system: str, user: str) -> str | None:
-    """One chat completion at temperature 0; None on any failure."""
+async def chat(
+    config: LLMConfig, system: str, user: str, *, timeout: float | None = None
+) -> str | None:
+    """One chat completion at temperature 0; None on any failure (or after ``timeout``)."""
     headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
     body = {
         "model": config.model,
@@ -69,7 +74,7 @@ async def chat(config: LLMConfig, system: str, user: str) -> str | None:
             f"{config.base_url}/chat/completions",
             json=body,
             headers=headers,
-            timeout=config.timeout_seconds,
+            timeout=min(config.timeout_seconds, timeout or config.timeout_seconds),
         )
         response.raise_for_status()
         return str(response.json()["choices"][0]["message"]["content"])
@@ -132,5 +137,10 @@ def parse_query_type(answer: str) -> tuple[str, float, str] | None:
 
 
 async def llm_query_type(config: LLMConfig, question: str) -> tuple[str, float, str] | None:
-    answer = await chat(config, QUERY_TYPE_PROMPT, f"Query:\n<<<\n{question[:4000]}\n>>>")
+    answer = await chat(
+        config,
+        QUERY_TYPE_PROMPT,
+        f"Query:\n<<<\n{question[:4000]}\n>>>",
+        timeout=QUERY_TYPE_TIMEOUT_SECONDS,
+    )
     return None if answer is None else parse_query_type(answer)

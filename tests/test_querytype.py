@@ -163,3 +163,22 @@ def test_the_llm_settles_an_unsure_query(api_client: APIClient) -> None:
     ).json()
 
     assert (body["query_type"], body["method"], body["confidence"]) == ("LOCAL", "llm", 0.85)
+
+
+@ENABLED
+@respx.mock
+@override_settings(LLM_BASE_URL="http://llm.test/v1", LLM_API_KEY="sk-x")
+def test_ac6_the_llm_gets_at_most_500_ms_then_hybrid_stands(api_client: APIClient) -> None:
+    from routing.models import RoutingPolicy
+
+    RoutingPolicy.objects.update(llm_classification_enabled=True)
+    route = respx.post("http://llm.test/v1/chat/completions").mock(
+        side_effect=httpx.ReadTimeout("too slow")
+    )
+
+    body = api_client.post(
+        "/api/v1/query-router/route", {"query": "tell me about Ada"}, format="json"
+    ).json()
+
+    assert route.calls.last.request.extensions["timeout"]["read"] == 0.5
+    assert body["query_type"] == "HYBRID"
