@@ -83,6 +83,7 @@ class BackendViewSet(viewsets.ViewSet):
     """Backends the caller's tenant can use: shared ones and its own."""
 
     serializer_class = BackendSerializer
+    queryset = Backend.objects.none()  # only tells the schema generator the id's type
 
     def _backend(self, request: Request, pk: str) -> Backend:
         return backend_get_for(request_api_key(request).tenant, pk)

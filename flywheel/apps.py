@@ -6,4 +6,4 @@ class FlywheelConfig(AppConfig):
     verbose_name = "Tenants and API keys"
 
     def ready(self) -> None:
-        from flywheel import signals  # noqa: F401 - connects the receivers
+        from flywheel import openapi, signals  # noqa: F401 - receivers, schema extension

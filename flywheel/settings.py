@@ -190,6 +190,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "flywheel.openapi.add_async_endpoints",
+    ],
 }
 
 # --- Logging (stderr only: stdout belongs to the MCP stdio protocol) -----------

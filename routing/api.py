@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 from rest_framework.pagination import LimitOffsetPagination
@@ -139,6 +140,7 @@ class SessionSerializer(serializers.Serializer):
 class SessionView(APIView):
     """GET /api/v1/sessions/{id}: a conversation and its turns."""
 
+    @extend_schema(responses=SessionSerializer)
     def get(self, request: Request, session_id: str) -> Response:
         session = session_get(tenant_id=request_api_key(request).tenant_id, session_id=session_id)
         return Response(SessionSerializer(session).data)
@@ -201,6 +203,7 @@ class DecisionListView(ListAPIView):
 class DecisionDetailView(APIView):
     """GET /api/v1/decisions/{request_id}."""
 
+    @extend_schema(responses=DecisionSerializer)
     def get(self, request: Request, request_id: str) -> Response:
         decision = decision_get(request_api_key(request).tenant, request_id)
         return Response(DecisionSerializer(decision).data)

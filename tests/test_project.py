@@ -124,3 +124,14 @@ def test_the_bootstrap_command_creates_an_admin_and_a_key_only_once() -> None:
     assert "API key (shown once): fw_" in first.getvalue()
     assert "password" not in second.getvalue()
     assert "API key" not in second.getvalue()
+
+
+def test_the_openapi_schema_is_valid_and_documents_the_query_path(tmp_path) -> None:
+    target = tmp_path / "schema.yaml"
+
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target))
+
+    schema = target.read_text()
+    for path in ("/api/v1/query:", "/api/v1/route:", "/api/v1/query-router/status:"):
+        assert path in schema
+    assert "ApiKey" in schema
