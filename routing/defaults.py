@@ -103,6 +103,11 @@ _CREATIVE = DefaultIntent(
             r"\b(poems?|poetry|poetic|haikus?|limericks?|sonnets?|lyrics|bedtime story|"
             r"short story|fairy tale|slogans?|taglines?|jingles?|fictional|sci-fi story|"
             r"worldbuilding)\b",
+            2.0,
+        ),
+        _re(
+            r"\b(blank (canvas|page)|spark (something|ideas?|my imagination)|dialogue scene|"
+            r"write a scene|scene where|monologue|fritz|creating (is|vs\.?|versus))\b",
             2.5,
         ),
         _re(r"\b(brainstorm\w*|ideation|imagine|envision\w*|daydream\w*)\b", 2.5),
@@ -141,7 +146,8 @@ _CREATIVE = DefaultIntent(
         _re(
             r"\b(what|which) (result|outcome|future)s? do (i|we) (really |actually |truly )?want\b|"
             r"\bfocus on the (outcome|result|end result)\b|\boutcome rather than\b|"
-            r"\bwhat (do )?(i|we) (really |actually |truly )?want\b",
+            r"\bwhat (do )?(i|we) (really |actually |truly )?want\b|"
+            r"\b(result|outcome)s? (i|we) (actually |really |truly )?want\b",
             3.0,
         ),
         _re(
@@ -209,7 +215,8 @@ _TECHNICAL = DefaultIntent(
             r"concurren\w*|downtime|incident|bandwidth|iowait|cpu|memory|oom\w*|gc|"
             r"garbage collect\w*|req/s|rps|qps|traffic|workloads?|stalls?|hangs|freezes|"
             r"timeouts?|errors? rates?|5\d\ds|faster|out-of-memory|out of memory|"
-            r"packet loss|hit rate|jitter|saturat\w*|contention|ceiling|headroom)\b",
+            r"packet loss|hit rate|jitter|saturat\w*|contention|ceiling|headroom|restarts?|"
+            r"recover\w*|goes (yellow|red|down)|unhealthy|flaky)\b",
             1.5,
         ),
         _re(
@@ -225,7 +232,7 @@ _TECHNICAL = DefaultIntent(
             r"deployment|servers?|relational|many-to-many|one-to-many|normali[sz]\w*|"
             r"denormali[sz]\w*|data modell?ing|migration strategy|json column|foreign keys?|"
             r"(own|separate|join) tables?|columns?|availability zones?|regions?|batch jobs?|"
-            r"cron|services)\b",
+            r"cron|services|node|index scan|query planner|staging|production|prod)\b",
             1.5,
         ),
         _re(
@@ -239,7 +246,9 @@ _TECHNICAL = DefaultIntent(
             r"put|add|move|switch|migrate|adopt)|(faster|slower|cheaper|more scalable|"
             r"more reliable|more efficient) than|(what do|what would) (we|i) (give up|lose|gain)|"
             r"downsides?|drawbacks?|(costs?|risks?) of|"
-            r"design an? .{0,40}(architecture|system|service))\b",
+            r"design an? .{0,40}(architecture|system|service|schema|data model|database|api|"
+            r"pipeline)|worth the (headache|hassle|effort|complexity|cost)|should (we|i) (shard|"
+            r"partition|cache|split|denormali[sz]e|replicate|scale))\b",
             1.5,
         ),
         _re(r"\b(how does|how do|explain how|walk me through)\b", 0.5),
@@ -268,6 +277,15 @@ _DOCUMENT_QA = DefaultIntent(
             2.0,
         ),
         _re(rf"\b{_DOCUMENT}\b", 1.5),
+        _re(
+            rf"\b{_DOCUMENT}\s+(mentions?|says?|states?|lists?|covers?|defines?|specifies)\b",
+            1.5,
+        ),
+        _re(
+            r"\b(the|these) (authors?|researchers|study|paper)\b|\b(discussion|methods?|results|"
+            r"introduction|conclusions?|limitations) section\b",
+            2.0,
+        ),
         _re(
             rf"\b(in|from|of|within|inside)\s+(the|this|that|my|our|their)\s+(\S+\s+){{0,3}}?"
             rf"{_DOCUMENT}\b",
@@ -298,7 +316,8 @@ _CODE_REVIEW = DefaultIntent(
     name="Code review",
     description="Reviewing code: bugs, style, naming, refactoring, tests, pull requests.",
     patterns=(
-        *_kw("code review", "pull request", "code smell", "refactor", "idiomatic", weight=3.0),
+        *_kw("code review", "pull request", "refactor", "idiomatic", weight=3.0),
+        _re(r"\bcode smells?\b|\b(tear apart|roast) my\b", 3.0),
         _re(
             r"\b(review|look over|critique|audit|check|proofread)\b.{0,30}\b(my|this|these|the|"
             r"our)\b.{0,20}\b(code|function|method|class|script|snippet|diff|pr|patch|"
@@ -309,13 +328,15 @@ _CODE_REVIEW = DefaultIntent(
         _re(r"\b(pr|diff|patch|commit|merge request|changeset)\b", 1.5),
         _re(
             r"\b(my|this|the|our|your|their|teammate'?s) (pr|mr|merge request|pull request|diff|"
-            r"patch|changeset|commit)\b|\b(diff|patch|snippet|code|function|script|pr)\b.{0,30}"
-            r"\b(i|you|they) (pasted|shared|sent|wrote|posted)\b",
+            r"patch|changeset|commit)\b|\b(diff|patch|snippet|code|function|script|pr|class|"
+            r"method|component|module)\b.{0,30}\b(i|you|they) (pasted|shared|sent|wrote|posted|"
+            r"showed)\b",
             2.5,
         ),
         _re(
             r"\b(better|good|clearer|descriptive) names? for (a|an|the|this|these|my|our)? ?"
-            r"(function|method|class|variable|module|file|field|column|endpoint|helper)s?\b|"
+            r"(function|fn|func|method|class|variable|var|module|file|field|column|endpoint|"
+            r"helper)s?\b|"
             r"\bvariable names?\b|\b(nitpick|nit)\b",
             2.5,
         ),
@@ -329,11 +350,18 @@ _CODE_REVIEW = DefaultIntent(
             r"connection|resource|lock|cursor|stream)s?\b",
             1.5,
         ),
-        _re(r"\b(review|critique|audit|look over|proofread)\b", 1.0),
+        _re(r"\b(review|reviewer|critique|audit|look over|proofread)\b", 1.0),
+        _re(
+            r"\b(in|with) (this|my|the following) (loop|function|method|code|snippet|class|"
+            r"script|regex|component)\b|\b(tests?|test cases) (would you write|should i write|"
+            r"for (the|this|my|that))\b",
+            2.0,
+        ),
         _re(_CODE_PRESENT, 1.5),
         _re(
             r"\b(returns?|returning) (undefined|null|none|nan|the wrong|wrong)\b|\bundefined\b|"
-            r"\bnull pointer\b|\bsegfault\w*|\bstack ?trace\b|\boff[- ]by[- ]one\b",
+            r"\bnull pointer\b|\bsegfault\w*|\bstack ?trace\b|\boff[- ]by[- ]one\b|"
+            r"\bblows? up\b|\bcrash(es|ing)?\b|\bthrows?\b",
             1.5,
         ),
         _re(
@@ -346,7 +374,9 @@ _CODE_REVIEW = DefaultIntent(
             r"too (long|big|complex)|\d+-line|god (class|object)|(look|looks) (right|correct|"
             r"ok|okay|good)|bite me|footguns?|gotchas?|pitfalls?|(does|do|doing) too much|"
             r"too many responsibilities|default argument|mutable default|list comprehension|"
-            r"one-liner|structure makes sense|feedback on (my|this|the) (code|pr|diff))\b",
+            r"one-liner|structure makes sense|feedback on (my|this|the) (code|pr|diff)|"
+            r"break (it |this |them )?up|\d+ lines|does everything|indent\w*|camelcase|"
+            r"snake_case|pep ?8|code style|my style)\b",
             1.5,
         ),
         _re(
@@ -388,6 +418,13 @@ _SUMMARIZE = DefaultIntent(
         ),
         _re(r"\bsum (everything|it all|things) up\b", 2.0),
         _re(
+            r"\btoo long,? didn'?t read\b|\bboil\b.{0,40}\bdown\b|"
+            r"\b(summary|recap|tl;?dr|gist|digest)\b.{0,40}\b(you|your|we|our|above)\b|"
+            r"\b(turn|convert|rework|condense|make)\b.{0,30}\b(our|this|the|everything you)\b"
+            r".{0,30}\b(chat|conversation|discussion|thread|said|told me)\b.{0,30}\binto\b",
+            3.0,
+        ),
+        _re(
             r"\bwhere (did|do|have) we (land|landed|end up|ended up|net out|come out)\b|"
             r"\b(the short of it|long story short)\b",
             3.0,
@@ -407,8 +444,8 @@ _SUMMARIZE = DefaultIntent(
             r"(you|we)('ve| have| had)? (discussed|covered|talked about|concluded|decided|"
             r"agreed|explained|suggested|told me|recommended|reached|given me|gone over|"
             r"went over|laid out|said|covered|figured out|worked out|landed on)|"
-            r"(suggestions|points|ideas|options|advice|recommendations) you('ve| have)? (made|"
-            r"given|offered|laid out|listed|proposed)|"
+            r"(suggestions|points|ideas|options|advice|recommendations|feedback) you('ve| have)? "
+            r"(made|gave|given|offered|laid out|listed|proposed)|"
             r"(have|did) (we|you) (discuss|cover|conclude|decide|agree|explain|suggest)\w*|"
             r"everything (you|we)|you told me)\b",
             1.5,
@@ -431,8 +468,8 @@ _CONVERSATION_QUERY = DefaultIntent(
         _re(r"\bremind me (what|which|how|of)\b", 4.0),
         _re(
             r"\b(have|did|had) (we|i|you) (\w+ )?(talk(ed)?|discuss(ed)?|"
-            r"cover(ed)?|mention(ed)?|ask(ed)?|tell|told|give|gave|say|said|bring up|"
-            r"brought up)\b",
+            r"cover(ed)?|mention(ed)?|ask(ed)?|tell|told|give|gave|given|say|said|bring up|"
+            r"brought up|sent|shared|provided|shown|showed|answer(ed)?|address(ed)?)\b",
             3.5,
         ),
         _re(
@@ -447,9 +484,15 @@ _CONVERSATION_QUERY = DefaultIntent(
         ),
         _re(r"\bwhat (do|did) you mean\b", 3.5),
         _re(
+            r"\bcome through\b|\bdid you (get|receive|see) (it|that|my)\b|"
+            # a quote opens: ' " or a typographic quote (U+2018, U+201C)
+            "\\byou (said|wrote|mentioned) ['\"\u2018\u201c]",
+            3.0,
+        ),
+        _re(
             r"\byou (brought up|raised|referred to|were referring to)\b|"
             r"\bwhat were you (referring to|talking about)\b|"
-            r"\byou (suggested|said|mentioned|recommended|proposed)\b.{0,30}"
+            r"\byou (suggested|said|mentioned|recommended|proposed|told me)\b.{0,30}"
             r"\b(ago|earlier|before)\b|"
             r"\b(who|which of us) (brought up|mentioned|asked|said|suggested|raised)\b|"
             r"\b(you or me|me or you)\b",

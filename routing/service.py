@@ -21,7 +21,7 @@ from flywheel.models import Tenant
 from routing import conversation
 from routing.classify import IntentResult, Turn
 from routing.errors import AllBackendsFailedError
-from routing.execution import Attempt, StreamProgress, run_chain, stream_chain
+from routing.execution import Attempt, HistoryFor, StreamProgress, run_chain, stream_chain
 from routing.planning import Plan, classify_intent, classify_type, plan
 from routing.querytype import QueryTypeDecision
 from routing.recording import (
@@ -187,7 +187,7 @@ async def _prepare(request: QueryRequest, tenant: Tenant, state: RoutingState) -
     return query
 
 
-def _history_for(query: _Query) -> Any:
+def _history_for(query: _Query) -> HistoryFor:
     """Earlier exchanges to send along when the conversation moves to another backend."""
     last_backend = next(
         (t.backend_id for t in reversed(query.history) if t.backend_id is not None), None
