@@ -226,3 +226,13 @@ def test_without_an_llm_configured_nothing_is_sent() -> None:
 
     assert result.intent == "general"
     assert not route.called
+
+
+def test_phrasing_the_rules_were_never_tuned_on_is_mostly_understood() -> None:
+    """intent_final.jsonl was written blind and is kept out of tuning: it measures
+    new phrasing (82.6% when added; what the rules miss goes to `general`, or
+    to the LLM when one is configured). This guards against regressions."""
+    rows = _labelled("intent_final.jsonl")
+
+    assert len(rows) >= 140
+    assert _accuracy("intent_final.jsonl") >= 0.80
