@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,6 +30,11 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 BODY_EXCERPT_CHARS = 300
 
 ErrorMapper = Callable[[httpx.Response, str], BackendError]
+
+
+def ms_since(started: float) -> float:
+    """Milliseconds since ``started`` (a time.perf_counter() reading), to 0.01 ms."""
+    return round((time.perf_counter() - started) * 1000, 2)
 
 
 def body_excerpt(response: httpx.Response) -> str:

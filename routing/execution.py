@@ -15,6 +15,7 @@ from typing import Any
 from backends.adapters import get_adapter
 from backends.adapters.base import BackendConfig, Exchange, ExecutionResult, StreamEvent
 from backends.errors import BackendError
+from backends.http import ms_since
 from backends.models import Backend
 from backends.services import backend_config
 from flywheel.asyncdb import db
@@ -83,7 +84,7 @@ def _attempt(candidate: Candidate, started: float, error: BackendError | None = 
         flow_id=candidate.flow.id,
         flow=candidate.flow.name,
         ok=error is None,
-        latency_ms=round((time.perf_counter() - started) * 1000, 2),
+        latency_ms=ms_since(started),
         error_type=error.type if error else "",
         error=error.message[:500] if error else "",
     )
@@ -115,8 +116,8 @@ async def run_chain(
             attempts.append(_attempt(candidate, started, err))
             continue
         attempts.append(_attempt(candidate, started))
-        return ChainResult(result, candidate, tuple(attempts), _ms_since(chain_started))
-    return ChainResult(None, None, tuple(attempts), _ms_since(chain_started))
+        return ChainResult(result, candidate, tuple(attempts), ms_since(chain_started))
+    return ChainResult(None, None, tuple(attempts), ms_since(chain_started))
 
 
 @dataclass
@@ -174,8 +175,4 @@ async def stream_chain(
             progress.result = ExecutionResult(text, end.session_id if end else "", {})
             return
     finally:
-        progress.execute_ms = _ms_since(chain_started)
-
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 2)
+        progress.execute_ms = ms_since(chain_started)

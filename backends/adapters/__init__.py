@@ -14,7 +14,7 @@ from backends.adapters.base import BackendConfig, FlowBackend
 from backends.adapters.flowise import FlowiseBackend
 from backends.adapters.langflow import LangflowBackend
 
-ADAPTERS: dict[str, type[FlowiseBackend] | type[LangflowBackend]] = {
+ADAPTERS: dict[str, type[FlowBackend]] = {
     "flowise": FlowiseBackend,
     "langflow": LangflowBackend,
 }

@@ -10,8 +10,11 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
+import httpx
+
+from backends.errors import BackendError
 from backends.http import HttpClient
 
 
@@ -86,6 +89,31 @@ class FlowBackend(abc.ABC):
     def __init__(self, config: BackendConfig, http: HttpClient) -> None:
         self.config = config
         self.http = http
+
+    @staticmethod
+    @abc.abstractmethod
+    def map_error(response: httpx.Response, backend: str) -> BackendError:
+        """Turn the server's error response into the right typed error."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def auth_headers(api_key: str) -> dict[str, str]:
+        """The headers that carry the backend's API key, in the server's own way."""
+
+    @classmethod
+    def build(
+        cls, config: BackendConfig, transport: httpx.AsyncBaseTransport | None = None
+    ) -> Self:
+        """An adapter with its own pooled client (tests pass a mock transport)."""
+        http = HttpClient(
+            base_url=config.base_url,
+            backend_name=config.name,
+            error_mapper=cls.map_error,
+            headers=cls.auth_headers(config.api_key) if config.api_key else {},
+            timeout_seconds=config.timeout_seconds,
+            transport=transport,
+        )
+        return cls(config, http)
 
     @abc.abstractmethod
     async def health_check(self) -> HealthResult:

@@ -19,7 +19,6 @@ from typing import Any
 import httpx
 
 from backends.adapters.base import (
-    BackendConfig,
     DiscoveredFlow,
     Exchange,
     ExecutionResult,
@@ -35,7 +34,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import HttpClient, body_excerpt, json_body
+from backends.http import body_excerpt, json_body, ms_since
 
 PAGE_SIZE = 100
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
@@ -147,20 +146,11 @@ def prediction_body(
 class FlowiseBackend(FlowBackend):
     kind = "flowise"
 
-    @classmethod
-    def build(
-        cls, config: BackendConfig, transport: httpx.AsyncBaseTransport | None = None
-    ) -> FlowiseBackend:
-        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        http = HttpClient(
-            base_url=config.base_url,
-            backend_name=config.name,
-            error_mapper=map_error,
-            headers=headers,
-            timeout_seconds=config.timeout_seconds,
-            transport=transport,
-        )
-        return cls(config, http)
+    map_error = staticmethod(map_error)
+
+    @staticmethod
+    def auth_headers(api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"}
 
     # --- health and discovery -------------------------------------------------
 
@@ -169,8 +159,8 @@ class FlowiseBackend(FlowBackend):
         try:
             response = await self.http.request("GET", "/api/v1/ping", retry=False, timeout=5.0)
         except BackendError as err:
-            return HealthResult(False, _ms_since(started), err.message)
-        latency = _ms_since(started)
+            return HealthResult(False, ms_since(started), err.message)
+        latency = ms_since(started)
         if response.text.strip() != "pong":
             return HealthResult(False, latency, f"unexpected ping answer: {body_excerpt(response)}")
         return HealthResult(True, latency)
@@ -346,7 +336,3 @@ def _discovered(record: dict[str, Any]) -> DiscoveredFlow:
         deployed=bool(record.get("deployed")),
         description=str(record.get("category") or ""),
     )
-
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 2)

@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 
 from backends.adapters.base import (
-    BackendConfig,
     DiscoveredFlow,
     Exchange,
     ExecutionResult,
@@ -33,7 +32,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import HttpClient, body_excerpt, json_body
+from backends.http import body_excerpt, json_body, ms_since
 
 PAGE_SIZE = 100  # Langflow's maximum page size
 
@@ -127,20 +126,11 @@ def answer_text(run_response: Mapping[str, Any]) -> str:
 class LangflowBackend(FlowBackend):
     kind = "langflow"
 
-    @classmethod
-    def build(
-        cls, config: BackendConfig, transport: httpx.AsyncBaseTransport | None = None
-    ) -> LangflowBackend:
-        headers = {"x-api-key": config.api_key} if config.api_key else {}
-        http = HttpClient(
-            base_url=config.base_url,
-            backend_name=config.name,
-            error_mapper=map_error,
-            headers=headers,
-            timeout_seconds=config.timeout_seconds,
-            transport=transport,
-        )
-        return cls(config, http)
+    map_error = staticmethod(map_error)
+
+    @staticmethod
+    def auth_headers(api_key: str) -> dict[str, str]:
+        return {"x-api-key": api_key}
 
     # --- health and discovery -------------------------------------------------
 
@@ -150,8 +140,8 @@ class LangflowBackend(FlowBackend):
             response = await self.http.request("GET", "/health_check", retry=False, timeout=5.0)
             body = json_body(response, self.config.name)
         except BackendError as err:
-            return HealthResult(False, _ms_since(started), err.message)
-        latency = _ms_since(started)
+            return HealthResult(False, ms_since(started), err.message)
+        latency = ms_since(started)
         failing = {k: v for k, v in body.items() if v != "ok"} if isinstance(body, dict) else body
         if failing:
             return HealthResult(False, latency, f"health check reports: {failing}")
@@ -306,7 +296,3 @@ def _discovered(item: Mapping[str, Any]) -> DiscoveredFlow:
         description=str(item.get("description") or ""),
         endpoint_name=str(item.get("endpoint_name") or ""),
     )
-
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 2)
