@@ -12,6 +12,9 @@ from backends.models import Backend
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
 
+# Shared fixtures that live beside their helpers.
+pytest_plugins = ["tests.routing_world"]
+
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if connection.vendor != "postgresql":

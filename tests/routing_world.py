@@ -6,10 +6,12 @@ Backend answers are the ones captured from the real servers (tests/fixtures).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
 import httpx
+import pytest
 import respx
 from django.utils import timezone
 
@@ -58,6 +60,13 @@ def refresh() -> None:
     snapshot.publish_flows()
     snapshot.publish_health()
     state.forget()
+
+
+@pytest.fixture
+def world(db: None) -> Iterator[World]:
+    """Two backends with flows and health, their HTTP mocked with captured answers."""
+    with respx.mock(assert_all_called=False) as router:
+        yield build_world(router)
 
 
 def build_world(router: respx.MockRouter) -> World:

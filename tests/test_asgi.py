@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, cast
 
 import httpx
 import pytest
-import respx
 from asgiref.sync import sync_to_async
 
 from analytics.models import RoutingDecision
@@ -15,7 +13,7 @@ from flywheel.asgi import application
 from flywheel.asyncdb import db
 from routing.recording import drain
 from tests.captured import response
-from tests.routing_world import FW_ANSWER, World, build_world
+from tests.routing_world import FW_ANSWER, World
 
 REVIEW = "Please review my pull request"
 
@@ -48,12 +46,6 @@ async def test_static_files_are_served() -> None:
     response = await _get("/static/admin/css/base.css")
 
     assert response.status_code == 200
-
-
-@pytest.fixture
-def world(db) -> Iterator[World]:
-    with respx.mock(assert_all_called=False) as router:
-        yield build_world(router)
 
 
 async def _post(path: str, payload: Any, host: str = "127.0.0.1", **headers: str) -> httpx.Response:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import respx
 from asgiref.sync import async_to_sync
 
 from analytics.models import PerformanceRecord, RoutingDecision
@@ -19,17 +17,11 @@ from routing.models import Turn
 from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, stream_answer
-from tests.routing_world import FW_ANSWER, LF_ANSWER, World, build_world, refresh
+from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REVIEW = "Please review my pull request"
-
-
-@pytest.fixture
-def world(db) -> Iterator[World]:
-    with respx.mock(assert_all_called=False) as router:
-        yield build_world(router)
 
 
 def ask(tenant: Tenant, **fields: Any) -> dict[str, Any]:

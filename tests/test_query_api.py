@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from io import StringIO
 
 import pytest
-import respx
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from rest_framework.test import APIClient
@@ -17,17 +15,11 @@ from flywheel.models import Tenant
 from flywheel.services import api_key_create
 from routing.recording import drain
 from tests.captured import response
-from tests.routing_world import FW_ANSWER, World, build_world
+from tests.routing_world import FW_ANSWER, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REVIEW = "Please review my pull request"
-
-
-@pytest.fixture
-def world(db) -> Iterator[World]:
-    with respx.mock(assert_all_called=False) as router:
-        yield build_world(router)
 
 
 def test_a_question_is_answered_with_an_absolute_trace_url(
