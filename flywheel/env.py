@@ -81,7 +81,10 @@ def as_database(raw: str) -> dict[str, Any]:
 
 
 def as_cache(raw: str) -> dict[str, Any]:
-    return _env.cache_url_config(raw)
+    config: dict[str, Any] = _env.cache_url_config(raw)
+    if config.get("BACKEND") == "django.core.cache.backends.redis.RedisCache":
+        config["BACKEND"] = "flywheel.redis_cache.RedisCache"  # one client per pool
+    return config
 
 
 def as_url(raw: str) -> str:

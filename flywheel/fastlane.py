@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.exceptions import RequestAborted, SuspiciousOperation
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 
 from flywheel.errors import error_body
@@ -57,4 +57,7 @@ class FastLane:
             )
         finally:
             body.close()
+        if isinstance(response, HttpResponse) and not response.has_header("Content-Length"):
+            # Said up front, the body goes out whole instead of chunk-encoded.
+            response["Content-Length"] = str(len(response.content))
         await self.fallback.send_response(response, send)

@@ -139,12 +139,14 @@ if CELERY_BROKER_URL == "filesystem://":
     # kombu's filesystem transport needs no server but does not create its folders.
     _queue_dir = VAR_DIR / "broker" / "queue"
     _processed_dir = VAR_DIR / "broker" / "processed"
-    for _folder in (_queue_dir, _processed_dir):
+    _control_dir = VAR_DIR / "broker" / "control"  # kombu's default is ./control
+    for _folder in (_queue_dir, _processed_dir, _control_dir):
         _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
         "data_folder_processed": str(_processed_dir),
+        "control_folder": str(_control_dir),
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SOFT_TIME_LIMIT = read("CELERY_TASK_SOFT_TIME_LIMIT", as_positive_int, 60)

@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections, transaction
-from django.db.models import Avg, Count, Q
-from django.utils import timezone
 
 from analytics.models import PerformanceRecord, RoutingDecision
 from flywheel.cache import shared_cache
@@ -105,9 +103,12 @@ def decisions_record(
     """
     sessions = {d.session_id: d.tenant_id for d in batch if d.session_id is not None}
     with transaction.atomic():
+        # New sessions are created; known ones get their updated_at moved on.
         Session.objects.bulk_create(
             [Session(pk=key, tenant_id=tenant) for key, tenant in sessions.items()],
-            ignore_conflicts=True,
+            update_conflicts=True,
+            unique_fields=["id"],
+            update_fields=["updated_at"],
         )
         decisions = RoutingDecision.objects.bulk_create([_decision_row(d) for d in batch])
         PerformanceRecord.objects.bulk_create(
@@ -135,8 +136,6 @@ def decisions_record(
             for data in batch
             if data.session_id is not None and data.answer is not None
         )
-        if sessions:
-            Session.objects.filter(pk__in=list(sessions)).update(updated_at=timezone.now())
     touched = {(a.backend_id, d.intent) for d in batch for a in d.attempts}
     for backend_id, intent in touched:
         publish_performance(
@@ -147,18 +146,29 @@ def decisions_record(
 
 def performance_of(backend_id: int, intent: str, window: int) -> Performance:
     """Success rate and mean latency over the last ``window`` attempts (one indexed read)."""
-    recent = PerformanceRecord.objects.filter(backend_id=backend_id, intent=intent).order_by(
-        "-created_at"
-    )[:window]
-    stats = PerformanceRecord.objects.filter(pk__in=recent.values("pk")).aggregate(
-        n=Count("pk"), ok=Count("pk", filter=Q(success=True)), latency=Avg("latency_ms")
+    recent = list(
+        PerformanceRecord.objects.filter(backend_id=backend_id, intent=intent)
+        .order_by("-created_at")
+        .values_list("success", "latency_ms")[:window]
     )
-    n = stats["n"] or 0
+    if not recent:
+        return Performance(attempts=0, success_rate=0.0, avg_latency_ms=0.0)
     return Performance(
-        attempts=n,
-        success_rate=(stats["ok"] / n) if n else 0.0,
-        avg_latency_ms=float(stats["latency"] or 0.0),
+        attempts=len(recent),
+        success_rate=sum(ok for ok, _ in recent) / len(recent),
+        avg_latency_ms=sum(latency for _, latency in recent) / len(recent),
     )
+
+
+@dataclass(frozen=True)
+class CachedAnswer:
+    """An answer kept for the policy's TTL, for when every backend is down."""
+
+    tenant_id: int
+    intent: str
+    question: str
+    value: dict[str, Any]  # {"answer", "backend", "flow"}
+    ttl: int
 
 
 def _answer_key(tenant_id: int, intent: str, question: str) -> str:
@@ -167,10 +177,9 @@ def _answer_key(tenant_id: int, intent: str, question: str) -> str:
     return ANSWER_CACHE_KEY.format(tenant=tenant_id, intent=intent, digest=digest)
 
 
-def answer_remember(
-    tenant_id: int, intent: str, question: str, answer: dict[str, Any], ttl: int
-) -> None:
-    shared_cache().set(_answer_key(tenant_id, intent, question), answer, timeout=ttl)
+def answer_remember(entry: CachedAnswer) -> None:
+    key = _answer_key(entry.tenant_id, entry.intent, entry.question)
+    shared_cache().set(key, entry.value, timeout=entry.ttl)
 
 
 def answer_recall(tenant_id: int, intent: str, question: str) -> dict[str, Any] | None:
@@ -179,19 +188,34 @@ def answer_recall(tenant_id: int, intent: str, question: str) -> dict[str, Any] 
     return found if isinstance(found, dict) else None
 
 
+@dataclass(frozen=True)
+class _Job:
+    data: DecisionData
+    performance_window: int
+    answer: CachedAnswer | None
+
+
 class _Writer:
     """Writes decisions behind the answers, on threads of their own.
 
     Threads, not event-loop tasks: a write must survive whatever loop the
     query ran on (a command's loop ends with the command). A session always
     goes to the same thread, so its writes land in order.
+
+    Writes are grouped: a thread gathers what arrives within GATHER_SECONDS
+    of its first job (up to BATCH jobs) and writes it in one transaction.
+    One decision alone costs several milliseconds of ORM work in this
+    process; twenty together cost little more. Whoever must see the rows
+    now (a conversation reading its turns back, tests, exit) calls
+    :meth:`hurry`, which ends the gathering at once.
     """
 
     THREADS = 2
     BATCH = 200
+    GATHER_SECONDS = 0.1
 
     def __init__(self) -> None:
-        self._queues: list[queue.Queue[tuple[DecisionData, int] | None]] = []
+        self._queues: list[queue.Queue[_Job | None]] = []
         self._lock = threading.Lock()
         self._pending: dict[uuid.UUID | None, int] = {}
         self._started = False
@@ -201,7 +225,7 @@ class _Writer:
             if self._started:
                 return
             for i in range(self.THREADS):
-                q: queue.Queue[tuple[DecisionData, int] | None] = queue.Queue()
+                q: queue.Queue[_Job | None] = queue.Queue()
                 self._queues.append(q)
                 threading.Thread(
                     target=self._run, args=(q,), name=f"decision-writer-{i}", daemon=True
@@ -209,31 +233,54 @@ class _Writer:
             atexit.register(self.drain, timeout=30)
             self._started = True
 
-    def submit(self, data: DecisionData, window: int) -> None:
+    def submit(self, job: _Job) -> None:
         self._start()
+        session_id = job.data.session_id
         with self._lock:
-            self._pending[data.session_id] = self._pending.get(data.session_id, 0) + 1
-        index = hash(data.session_id) % self.THREADS
-        self._queues[index].put((data, window))
+            self._pending[session_id] = self._pending.get(session_id, 0) + 1
+        self._queues[hash(session_id) % self.THREADS].put(job)
 
-    def _run(self, q: queue.Queue[tuple[DecisionData, int] | None]) -> None:
+    def hurry(self, session_id: uuid.UUID | None = None) -> None:
+        """Write what has been gathered now: of one session's thread, or of every thread."""
+        if not self._started:
+            return
+        if session_id is None:
+            for q in self._queues:
+                q.put(None)  # None wakes the thread and ends its gathering
+        else:
+            self._queues[hash(session_id) % self.THREADS].put(None)
+
+    def _gather(self, q: queue.Queue[_Job | None]) -> list[_Job | None]:
+        items = [q.get()]
+        deadline = time.monotonic() + self.GATHER_SECONDS
+        while items[-1] is not None and len(items) < self.BATCH:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                break
+            try:
+                items.append(q.get(timeout=timeout))
+            except queue.Empty:
+                break
+        return items
+
+    def _run(self, q: queue.Queue[_Job | None]) -> None:
         while True:
-            items = [q.get()]
-            while len(items) < self.BATCH:  # whatever else is waiting goes in the same batch
-                try:
-                    items.append(q.get_nowait())
-                except queue.Empty:
-                    break
+            items = self._gather(q)
             batch = [item for item in items if item is not None]
             try:
                 if batch:
-                    self._write([data for data, _ in batch], max(w for _, w in batch))
+                    self._write(batch)
             finally:
                 for _ in items:
                     q.task_done()
 
-    def _write(self, batch: list[DecisionData], window: int) -> None:
+    def _write(self, jobs: list[_Job]) -> None:
+        batch = [job.data for job in jobs]
+        window = max(job.performance_window for job in jobs)
         try:
+            for job in jobs:
+                if job.answer is not None:
+                    self._remember(job.answer)
             decisions_record(batch, performance_window=window)
         except Exception:
             # One bad decision must not take the others with it: write them one by one.
@@ -252,6 +299,13 @@ class _Writer:
                     else:
                         self._pending.pop(data.session_id, None)
 
+    @staticmethod
+    def _remember(entry: CachedAnswer) -> None:
+        try:
+            answer_remember(entry)
+        except Exception:  # the cache is a fallback's fallback: log, and write the decision
+            logger.exception("Could not cache the answer of a %r question", entry.intent)
+
     def pending(self, session_id: uuid.UUID | None = None) -> int:
         with self._lock:
             if session_id is None:
@@ -259,6 +313,7 @@ class _Writer:
             return self._pending.get(session_id, 0)
 
     def drain(self, timeout: float = 30.0) -> None:
+        self.hurry()
         deadline = time.monotonic() + timeout
         while self.pending() and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -267,13 +322,18 @@ class _Writer:
 _writer = _Writer()
 
 
-def record_later(data: DecisionData, *, performance_window: int) -> None:
-    """Write the decision behind the answer; it completes even if the caller has gone."""
-    _writer.submit(data, performance_window)
+def record_later(
+    data: DecisionData, *, performance_window: int, answer: CachedAnswer | None = None
+) -> None:
+    """Write the decision (and cache the answer) behind the answer; this completes
+    even if the caller has gone."""
+    _writer.submit(_Job(data, performance_window, answer))
 
 
 async def session_settled(session_id: uuid.UUID) -> None:
     """Wait until this process has written everything of ``session_id`` so far."""
+    if _writer.pending(session_id):
+        _writer.hurry(session_id)
     while _writer.pending(session_id):
         await asyncio.sleep(0.002)
 

@@ -25,9 +25,9 @@ from routing.execution import Attempt, HistoryFor, StreamProgress, run_chain, st
 from routing.planning import Plan, classify_intent, classify_type, plan
 from routing.querytype import QueryTypeDecision
 from routing.recording import (
+    CachedAnswer,
     DecisionData,
     answer_recall,
-    answer_remember,
     record_later,
     session_settled,
 )
@@ -35,6 +35,7 @@ from routing.requests import QueryRequest
 from routing.scoring import Candidate
 from routing.sessions import (
     PastTurn,
+    session_cached,
     session_history,
     session_key,
     session_new,
@@ -114,8 +115,11 @@ def _turns(history: Sequence[PastTurn]) -> list[Turn]:
     return [Turn(t.question, t.intent, t.answer) for t in history]
 
 
-def _record(query: _Query, data: DecisionData, state: RoutingState) -> None:
-    """Remember the turn for the conversation at once; write the rows behind the answer."""
+def _record(
+    query: _Query, data: DecisionData, state: RoutingState, answer: CachedAnswer | None = None
+) -> None:
+    """Remember the turn for the conversation at once; write the rows (and cache the
+    answer) behind the answer."""
     if data.answer is not None and query.session_id is not None:
         session_remember(
             tenant_id=query.tenant.pk,
@@ -123,7 +127,7 @@ def _record(query: _Query, data: DecisionData, state: RoutingState) -> None:
             recent=query.history,
             turn=PastTurn(data.question, data.answer, data.intent, data.backend_id),
         )
-    record_later(data, performance_window=state.policy.performance_window)
+    record_later(data, performance_window=state.policy.performance_window, answer=answer)
 
 
 async def _open_session(query: _Query) -> None:
@@ -131,10 +135,11 @@ async def _open_session(query: _Query) -> None:
         query.session_id = session_new(tenant_id=query.tenant.pk)
         return
     key = session_key(query.request.session_id)
-    await session_settled(key)
-    query.session_id, query.history = await db(session_recent)(
-        tenant_id=query.tenant.pk, session_id=key
-    )
+    recent = session_cached(tenant_id=query.tenant.pk, session_id=key)
+    if recent is None:  # not in the cache: read the database once this process's writes land
+        await session_settled(key)
+        key, recent = await db(session_recent)(tenant_id=query.tenant.pk, session_id=key)
+    query.session_id, query.history = key, recent
 
 
 async def _full_history(query: _Query) -> list[PastTurn]:
@@ -264,13 +269,17 @@ async def _conclude(
                 answer=result.text,
             ),
             state,
-        )
-        answer_remember(
-            query.tenant.pk,
-            intent,
-            query.backend_question,
-            {"answer": result.text, "backend": winner.backend.name, "flow": winner.flow.name},
-            state.policy.answer_cache_ttl_seconds,
+            CachedAnswer(
+                tenant_id=query.tenant.pk,
+                intent=intent,
+                question=query.backend_question,
+                value={
+                    "answer": result.text,
+                    "backend": winner.backend.name,
+                    "flow": winner.flow.name,
+                },
+                ttl=state.policy.answer_cache_ttl_seconds,
+            ),
         )
         return _response(
             query, result.text, _routing_block(query, winner=winner, attempts=attempts)

@@ -58,6 +58,19 @@ def session_new(*, tenant_id: int) -> uuid.UUID:
     return uuid.uuid4()
 
 
+def session_cached(*, tenant_id: int, session_id: uuid.UUID) -> list[PastTurn] | None:
+    """The session's last turns from the shared cache; None when it is not there.
+
+    Raises NotFoundError for another tenant's session.
+    """
+    cached = _cached(session_id)
+    if cached is None:
+        return None
+    if cached["tenant"] != tenant_id:
+        raise NotFoundError(f"No session {session_id}.", details={"session_id": str(session_id)})
+    return [PastTurn(**t) for t in cached["turns"]]
+
+
 def session_recent(
     *, tenant_id: int, session_id: str | uuid.UUID
 ) -> tuple[uuid.UUID, list[PastTurn]]:
@@ -67,11 +80,9 @@ def session_recent(
     session the tenant does not own (another tenant's looks like none at all).
     """
     key = session_key(session_id)
-    cached = _cached(key)
+    cached = session_cached(tenant_id=tenant_id, session_id=key)
     if cached is not None:
-        if cached["tenant"] != tenant_id:
-            raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
-        return key, [PastTurn(**t) for t in cached["turns"]]
+        return key, cached
     session = Session.objects.filter(pk=key, tenant_id=tenant_id).first()
     if session is None:
         raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
