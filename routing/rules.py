@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flywheel.cache import shared_cache
-from routing.patterns import Matcher, compile_pattern
+from routing.patterns import Matcher, PatternSet, compile_pattern, pattern_source
 
 VERSION_KEY = "flywheel:intent-rules-version"
 RECHECK_SECONDS = 1.0
@@ -37,14 +37,23 @@ class IntentRuleSet:
     rules: dict[str, tuple[CompiledRule, ...]]
     priorities: dict[str, int]
     scopes: dict[str, tuple[CompiledRule, ...]]
+    # Every intent rule, in order, and the same rules as one set searched in one pass.
+    _flat: tuple[CompiledRule, ...] = field(init=False, repr=False, compare=False)
+    _set: PatternSet = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        flat = tuple(rule for rules in self.rules.values() for rule in rules)
+        sources = [pattern_source(rule.pattern, is_regex=rule.is_regex) for rule in flat]
+        object.__setattr__(self, "_flat", flat)  # frozen: set once, here
+        object.__setattr__(self, "_set", PatternSet(sources))
 
     def matches(self, text: str) -> dict[str, list[CompiledRule]]:
-        """The rules that match ``text``, by intent (intents without a match omitted)."""
+        """The rules that match ``text``, by intent (intents without a match omitted),
+        in the order of ``rules``."""
         found: dict[str, list[CompiledRule]] = {}
-        for intent, rules in self.rules.items():
-            hits = [rule for rule in rules if rule.matcher.search(text)]
-            if hits:
-                found[intent] = hits
+        for index in self._set.search(text):
+            rule = self._flat[index]
+            found.setdefault(rule.label, []).append(rule)
         return found
 
 

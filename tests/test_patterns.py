@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import random
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ValidationError
 
 from routing.defaults import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS
 from routing.patterns import compile_pattern, validate_keyword, validate_regex
+from routing.rules import build_rules, default_rules
 
 
 @pytest.mark.parametrize(
@@ -63,3 +68,48 @@ def test_keywords_are_literal_text() -> None:
 
 def test_regexes_match_ignoring_case() -> None:
     assert compile_pattern(r"\bsummari[sz]e\b", is_regex=True).search("Please SUMMARISE")
+
+
+def _every_question() -> list[str]:
+    found: list[str] = []
+    for path in sorted((Path(__file__).parent / "data").glob("intent_*.jsonl")):
+        found += [json.loads(line)["question"] for line in path.read_text().splitlines() if line]
+    return found
+
+
+def test_the_rule_set_finds_exactly_what_each_rule_finds() -> None:
+    """One pass over the text (RE2::Set) must agree with asking every rule in turn,
+    on every labelled question and on long, repetitive ones."""
+    rules = default_rules()
+    rng = random.Random(7)  # noqa: S311 - repeatable test text, not secrets
+    words = [
+        "what",
+        "where",
+        "how",
+        "does",
+        "say",
+        "mention",
+        "extract",
+        "from",
+        "in",
+        "list",
+        "the",
+        "review",
+        "bug",
+        "all",
+        "this",
+    ]
+    long_ones = [" ".join(rng.choice(words) for _ in range(2000))[:10000] for _ in range(10)]
+    long_ones += ["what " * 1999 + "say", "extract " * 1249 + "from", "x" * 10000]
+    questions = _every_question() + long_ones
+    assert len(questions) > 500
+    for question in questions:
+        one_by_one = {
+            intent: [rule for rule in intent_rules if rule.matcher.search(question)]
+            for intent, intent_rules in rules.rules.items()
+        }
+        assert rules.matches(question) == {k: v for k, v in one_by_one.items() if v}, question
+
+
+def test_an_empty_rule_set_matches_nothing() -> None:
+    assert build_rules(1, {"general": (0, [])}, {}).matches("anything at all") == {}
