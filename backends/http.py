@@ -20,6 +20,7 @@ from backends.errors import (
     BackendTimeoutError,
     BackendUnexpectedError,
 )
+from backends.transport import AiohttpTransport
 
 # Connecting should be quick on the networks backends live on; the read
 # timeout is the backend's own setting (a flow may think for a while).
@@ -62,6 +63,14 @@ def json_body(response: httpx.Response, backend: str) -> Any:
         ) from err
 
 
+def network_transport() -> httpx.AsyncBaseTransport:
+    """What carries requests when no transport is given: aiohttp's pool (backends/transport.py).
+
+    The test suite swaps in httpx's own transport, which its backend mocks (respx) patch.
+    """
+    return AiohttpTransport()
+
+
 class HttpClient:
     """A pooled async HTTP client for one backend."""
 
@@ -87,8 +96,7 @@ class HttpClient:
             base_url=base_url.rstrip("/"),
             headers=dict(headers or {}),
             timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
-            transport=transport,
+            transport=transport or network_transport(),
         )
 
     async def request(

@@ -69,6 +69,18 @@ def _fresh_routing_state() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _mockable_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backends are mocked (respx) inside httpx's own transport, so tests that mock
+    use it; live tests keep the real one, aiohttp's (tests/test_transport.py covers it)."""
+    if request.node.get_closest_marker("live") is None:
+        import httpx
+
+        from backends import http
+
+        monkeypatch.setattr(http, "network_transport", httpx.AsyncHTTPTransport)
+
+
+@pytest.fixture(autouse=True)
 def _decisions_written() -> Iterator[None]:
     """Decisions are written behind the answers: let each test's writes land before it ends."""
     from routing.recording import drain

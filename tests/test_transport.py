@@ -1,0 +1,235 @@
+"""The aiohttp transport under the backend clients, against real sockets on loopback.
+
+Each test starts a small HTTP server in the test's own loop and talks to it
+through HttpClient exactly as the adapters do, so what is checked is the
+bytes on the wire and the errors a caller sees, not a mock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from backends.errors import BackendConnectionError, BackendError, BackendTimeoutError
+from backends.http import HttpClient
+from backends.transport import AiohttpTransport
+
+Handler = Callable[[dict[str, Any], asyncio.StreamWriter], Awaitable[None]]
+
+
+async def _read_request(reader: asyncio.StreamReader) -> dict[str, Any]:
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+    request_line, *lines = head.strip().split("\r\n")
+    method, target, _ = request_line.split(" ")
+    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines)}
+    body = await reader.readexactly(int(headers.get("content-length", 0)))
+    return {"method": method, "target": target, "headers": headers, "body": body}
+
+
+def _response(status: int, body: bytes, headers: dict[str, str] | None = None) -> bytes:
+    lines = [f"HTTP/1.1 {status} X", f"Content-Length: {len(body)}"]
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+@asynccontextmanager
+async def server(handler: Handler) -> AsyncIterator[str]:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while not reader.at_eof():
+                await handler(await _read_request(reader), writer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    listening = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        listening.close()
+
+
+def client(base_url: str, timeout: float = 5.0) -> HttpClient:
+    def map_error(response: httpx.Response, backend: str) -> BackendError:
+        return BackendError(f"HTTP {response.status_code}", backend=backend)
+
+    return HttpClient(
+        base_url=base_url,
+        backend_name="local",
+        error_mapper=map_error,
+        headers={"Authorization": "Bearer sk-test"},
+        timeout_seconds=timeout,
+        transport=AiohttpTransport(),
+    )
+
+
+def test_a_json_request_and_its_answer_cross_the_wire_intact() -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def echo(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        seen.append(request)
+        body = json.dumps({"text": "Réponse", "got": json.loads(request["body"])}).encode()
+        writer.write(_response(200, body, {"Content-Type": "application/json; charset=utf-8"}))
+
+    async def run() -> httpx.Response:
+        async with server(echo) as url:
+            http = client(url)
+            try:
+                return await http.request(
+                    "POST", "/api/v1/prediction/f1", json={"question": "¿qué?"}, params={"a": "1"}
+                )
+            finally:
+                await http.aclose()
+
+    response = asyncio.run(run())
+
+    assert response.status_code == 200
+    assert response.json() == {"text": "Réponse", "got": {"question": "¿qué?"}}
+    (request,) = seen
+    assert (request["method"], request["target"]) == ("POST", "/api/v1/prediction/f1?a=1")
+    assert request["headers"]["authorization"] == "Bearer sk-test"
+    assert request["headers"]["content-type"] == "application/json"
+    assert json.loads(request["body"]) == {"question": "¿qué?"}
+
+
+def test_a_compressed_answer_is_decoded_once() -> None:
+    async def gzipped(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        body = gzip.compress(json.dumps({"text": "small"}).encode())
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        writer.write(_response(200, body, headers))
+
+    async def run() -> Any:
+        async with server(gzipped) as url:
+            http = client(url)
+            try:
+                return (await http.request("GET", "/x")).json()
+            finally:
+                await http.aclose()
+
+    assert asyncio.run(run()) == {"text": "small"}
+
+
+def test_a_streamed_answer_arrives_line_by_line_before_it_ends() -> None:
+    second_line = asyncio.Event()
+
+    async def stream(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n")
+        writer.write(b"Transfer-Encoding: chunked\r\n\r\n")
+        for line in (b"data: one\n", b"data: two\n"):
+            writer.write(b"%x\r\n%s\r\n" % (len(line), line))
+            await writer.drain()
+            await second_line.wait()  # the client must see line one before line two is sent
+        writer.write(b"0\r\n\r\n")
+
+    async def run() -> list[str]:
+        lines: list[str] = []
+        async with server(stream) as url:
+            http = client(url)
+            try:
+                async with http.stream("POST", "/stream", json={}) as response:
+                    async for line in response.aiter_lines():
+                        lines.append(line)
+                        second_line.set()
+            finally:
+                await http.aclose()
+        return lines
+
+    assert asyncio.run(run()) == ["data: one", "data: two"]
+
+
+def test_an_error_status_reaches_the_error_mapper() -> None:
+    async def fail(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        writer.write(_response(404, b'{"message": "no such flow"}'))
+
+    async def run() -> None:
+        async with server(fail) as url:
+            http = client(url)
+            try:
+                await http.request("GET", "/api/v1/chatflows/x")
+            finally:
+                await http.aclose()
+
+    with pytest.raises(BackendError, match="HTTP 404"):
+        asyncio.run(run())
+
+
+def test_a_closed_port_is_a_connection_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens once the socket closes
+
+    async def run() -> None:
+        http = client(f"http://127.0.0.1:{port}")
+        http.max_retries = 0
+        try:
+            await http.request("GET", "/api/v1/ping")
+        finally:
+            await http.aclose()
+
+    with pytest.raises(BackendConnectionError):
+        asyncio.run(run())
+
+
+def test_a_backend_that_stops_answering_is_a_timeout() -> None:
+    async def hang(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(5)
+
+    async def run() -> None:
+        async with server(hang) as url:
+            http = client(url, timeout=0.2)
+            try:
+                await http.request("POST", "/api/v1/prediction/f1", json={})
+            finally:
+                await http.aclose()
+
+    with pytest.raises(BackendTimeoutError):
+        asyncio.run(run())
+
+
+def test_a_connection_dropped_mid_answer_is_a_transport_error() -> None:
+    async def drop(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"text": ')
+        await writer.drain()
+        writer.transport.abort()
+
+    async def run() -> None:
+        async with server(drop) as url:
+            http = client(url)
+            http.max_retries = 0
+            try:
+                await http.request("POST", "/api/v1/prediction/f1", json={})
+            finally:
+                await http.aclose()
+
+    with pytest.raises(BackendConnectionError):
+        asyncio.run(run())
+
+
+def test_hundreds_of_requests_at_once_share_the_pool() -> None:
+    async def slow_echo(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(0.05)
+        writer.write(_response(200, request["body"], {"Content-Type": "application/json"}))
+
+    async def run() -> list[Any]:
+        async with server(slow_echo) as url:
+            http = client(url)
+            try:
+                responses = await asyncio.gather(
+                    *(http.request("POST", "/p", json={"i": i}) for i in range(300))
+                )
+            finally:
+                await http.aclose()
+        return [r.json()["i"] for r in responses]
+
+    assert asyncio.run(run()) == list(range(300))
