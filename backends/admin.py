@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from backends.adapters import run_sync
 from backends.errors import BackendError
 from backends.models import Backend, BackendHealth, HealthCheck
 from backends.services import ahealth_check_all
@@ -88,7 +88,7 @@ class BackendAdmin(admin.ModelAdmin):
 
     @admin.action(description="Check health of selected backends now")
     def check_health_now(self, request: HttpRequest, queryset: QuerySet[Backend]) -> None:
-        for outcome in async_to_sync(ahealth_check_all)(list(queryset)):
+        for outcome in run_sync(ahealth_check_all, list(queryset)):
             if isinstance(outcome, BackendError):
                 self.message_user(request, outcome.message, messages.ERROR)
             else:
@@ -98,7 +98,7 @@ class BackendAdmin(admin.ModelAdmin):
 
     @admin.action(description="Discover flows of selected backends now")
     def discover_flows_now(self, request: HttpRequest, queryset: QuerySet[Backend]) -> None:
-        for report in async_to_sync(adiscover_all)(list(queryset)):
+        for report in run_sync(adiscover_all, list(queryset)):
             if isinstance(report, BackendError):
                 self.message_user(request, report.message, messages.ERROR)
             else:

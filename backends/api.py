@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from backends.adapters import run_sync
 from backends.models import Backend, BackendKind
 from backends.selectors import backend_get_for, backends_visible_to
 from backends.services import ahealth_check, backend_create, backend_delete, backend_update
@@ -123,11 +123,11 @@ class BackendViewSet(viewsets.ViewSet):
     @extend_schema(request=None, responses=HealthOutcomeSerializer)
     @action(detail=True, methods=["post"], url_path="health-check")
     def health_check(self, request: Request, pk: str) -> Response:
-        outcome = async_to_sync(ahealth_check)(self._backend(request, pk))
+        outcome = run_sync(ahealth_check, self._backend(request, pk))
         return Response(HealthOutcomeSerializer(outcome).data)
 
     @extend_schema(request=None, responses=DiscoveryReportSerializer)
     @action(detail=True, methods=["post"])
     def discover(self, request: Request, pk: str) -> Response:
-        report = async_to_sync(adiscover)(self._backend(request, pk))
+        report = run_sync(adiscover, self._backend(request, pk))
         return Response(DiscoveryReportSerializer(report).data)

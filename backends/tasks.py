@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
 from celery import shared_task
 
+from backends.adapters import run_sync
 from backends.errors import BackendError
 from backends.services import ahealth_check_all
 from chatflows.services import adiscover_all
@@ -13,7 +13,7 @@ from chatflows.services import adiscover_all
 @shared_task(name="backends.check_health")
 def check_health() -> dict[str, int]:
     """Probe every enabled backend; returns how many were healthy and unhealthy."""
-    outcomes = async_to_sync(ahealth_check_all)()
+    outcomes = run_sync(ahealth_check_all)
     healthy = sum(1 for o in outcomes if not isinstance(o, BackendError) and o.ok)
     return {"healthy": healthy, "unhealthy": len(outcomes) - healthy}
 
@@ -21,7 +21,7 @@ def check_health() -> dict[str, int]:
 @shared_task(name="backends.discover_flows")
 def discover_flows() -> dict[str, int]:
     """Refresh every enabled backend's flows; returns counts over all backends."""
-    reports = async_to_sync(adiscover_all)()
+    reports = run_sync(adiscover_all)
     totals = {"added": 0, "updated": 0, "removed": 0, "failed": 0}
     for report in reports:
         if isinstance(report, BackendError):

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec, TypeVar
 
 import httpx
+from asgiref.sync import async_to_sync
 
 from backends.adapters.base import BackendConfig, FlowBackend
 from backends.adapters.flowise import FlowiseBackend
@@ -61,3 +64,26 @@ async def close_adapters() -> None:
     pool = _pools.pop(asyncio.get_running_loop(), {})
     for adapter in pool.values():
         await adapter.aclose()
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def run_sync(fn: Callable[P, Awaitable[R]], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Call an async backend operation from sync code (commands, tasks, admin, DRF views).
+
+    Where the call gets an event loop of its own (a command, a Celery task),
+    the clients it opened are closed before that loop ends; inside a server
+    whose loop already keeps clients, they stay pooled.
+    """
+
+    async def call() -> R:
+        owns_loop = asyncio.get_running_loop() not in _pools
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            if owns_loop:
+                await close_adapters()
+
+    return async_to_sync(call)()

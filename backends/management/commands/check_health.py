@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from backends.adapters import run_sync
 from backends.errors import BackendError
 from backends.models import Backend
 from backends.services import ahealth_check_all
@@ -24,7 +24,7 @@ class Command(BaseCommand):
             backends = Backend.objects.filter(name__iexact=options["backend"])
             if not backends:
                 raise CommandError(f"No backend named {options['backend']!r}.")
-        outcomes = async_to_sync(ahealth_check_all)(list(backends))
+        outcomes = run_sync(ahealth_check_all, list(backends))
         self.stdout.write(f"{'backend':<24} {'status':<10} {'latency ms':>10}  error")
         failures = 0
         for backend, outcome in zip(backends, outcomes, strict=True):

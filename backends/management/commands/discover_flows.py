@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from backends.adapters import run_sync
 from backends.errors import BackendError
 from backends.models import Backend
 from chatflows.services import adiscover_all
@@ -27,7 +27,7 @@ class Command(BaseCommand):
         failed = 0
         for backend in backends:
             self.stdout.write(f"{backend.name}: discovering…")
-            (report,) = async_to_sync(adiscover_all)([backend])
+            (report,) = run_sync(adiscover_all, [backend])
             if isinstance(report, BackendError):
                 failed += 1
                 self.stdout.write(f"{backend.name}: failed: {report.message}")

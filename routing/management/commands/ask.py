@@ -5,22 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from backends.adapters import close_adapters
+from backends.adapters import run_sync
 from flywheel.errors import ApplicationError
 from flywheel.services import tenant_get_or_create_default
 from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question
-
-
-async def _ask(request: Any, tenant: Any) -> dict[str, Any]:
-    try:
-        return await answer_question(request, tenant=tenant)
-    finally:
-        await close_adapters()
 
 
 class Command(BaseCommand):
@@ -39,7 +31,9 @@ class Command(BaseCommand):
         if options["intent"]:
             data["intent"] = options["intent"]
         try:
-            body = async_to_sync(_ask)(query_request(data), tenant_get_or_create_default())
+            body = run_sync(
+                answer_question, query_request(data), tenant=tenant_get_or_create_default()
+            )
         except ApplicationError as err:
             raise CommandError(json.dumps(err.as_dict())) from err
         finally:
