@@ -50,7 +50,29 @@ if settings.SERVE_STATIC:
     site = ASGIStaticFilesHandler(site)
 
 
+async def lifespan(receive: Any, send: Any) -> None:
+    """Start-up needs nothing; at shutdown, close the backend clients and let the
+    decisions still being written land, so nothing is cut off mid-way."""
+    from asgiref.sync import sync_to_async
+
+    from backends.adapters import close_adapters
+    from routing.recording import drain
+
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await close_adapters()
+            await sync_to_async(drain, thread_sensitive=False)()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":  # Django's handler refuses lifespan; the server's own
+        await lifespan(receive, send)
+        return
     is_api = scope["type"] == "http" and scope["path"].startswith("/api/")
     handler = api_with_fast_lane if is_api else site
     await handler(scope, receive, send)

@@ -27,7 +27,7 @@ $BIN/celery -A flywheel worker --loglevel INFO --concurrency 2 &
 pids+=($!)
 $BIN/celery -A flywheel beat --loglevel INFO &
 pids+=($!)
-$BIN/uvicorn flywheel.asgi:application --host "$HOST" --port "$PORT" --lifespan off &
+$BIN/uvicorn flywheel.asgi:application --host "$HOST" --port "$PORT" --lifespan on &
 pids+=($!)
 
 echo "Flywheel is starting on http://$HOST:$PORT/ (health: /healthz, readiness: /readyz). Ctrl-C stops it." >&2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 import httpx
@@ -115,3 +116,39 @@ async def test_the_dry_run_takes_the_fast_lane_too(world: World, raw_api_key: st
 
     assert routed.status_code == 200
     assert routed.json()["selected"]["backend"] == "fw"
+
+
+async def test_shutdown_closes_backend_clients_and_lets_decisions_land(
+    world: World, raw_api_key: str
+) -> None:
+    from backends.adapters import _pools
+
+    transport = httpx.ASGITransport(app=cast(Any, application))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        answered = await client.post(
+            "/api/v1/query",
+            json={"question": REVIEW},
+            headers={"Authorization": f"Bearer {raw_api_key}"},
+        )
+    assert answered.status_code == 200
+    loop = asyncio.get_running_loop()
+    assert _pools.get(loop), "the query pooled a backend client in this loop"
+
+    messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return next(messages)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await application({"type": "lifespan"}, receive, send)
+
+    assert [m["type"] for m in sent] == [
+        "lifespan.startup.complete",
+        "lifespan.shutdown.complete",
+    ]
+    assert loop not in _pools
+    request_id = answered.json()["request_id"]
+    assert await db(RoutingDecision.objects.filter(request_id=request_id).exists)()
