@@ -73,7 +73,12 @@ def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pope
 
 
 def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Peak resident memory (VmHWM) of a process and its children, in MB."""
+    total_kb = 0
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    pids = [pid, *(int(c) for c in children.read_text().split())] if children.exists() else [pid]
+    for each in pids:
+        for line in Path(f"/proc/{each}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                total_kb += int(line.split()[1])
+    return total_kb / 1024

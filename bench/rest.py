@@ -4,7 +4,11 @@
    once, then through POST /api/v1/query to the same stand-in; prints p50/p99
    of the per-question difference, and throughput with 16 concurrent clients.
 2. Concurrency: 500 simultaneous queries to a stand-in that waits 1 s; prints
-   the wall time and the Flywheel process's peak memory.
+   the wall time and Flywheel's peak memory.
+
+Both run against uvicorn with one worker, then with two (one per core here).
+The client is bench/loadgen.py, so that the load generator's own CPU, on
+the same cores, stays small.
 
 Needs PostgreSQL and Redis (as `make test` does); uses the database
 flywheel_bench, recreated on each run.
@@ -19,11 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import ROOT, free_port, peak_rss_mb, questions, start, summary, wait_for
+from bench.loadgen import HttpConnection
+
+# One process, then one per core of the machines this runs on.
+WORKERS = (1, 2)
 
 PG = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flywheel_bench")
 REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
@@ -48,6 +54,11 @@ for name, port in (("instant", {instant}), ("slow", {slow})):
                         is_generic=True, intent_keywords=["general"])
 print(api_key_create(tenant=tenant_get_or_create_default(), name="bench")[1])
 """
+
+
+def expect_ok(status: int, body: bytes) -> None:
+    if status != 200:
+        raise RuntimeError(f"HTTP {status}: {body[:300]!r}")
 
 
 def ask(question: str, backend: str) -> dict[str, str]:
@@ -77,118 +88,135 @@ def recreate_database() -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
-async def overhead(base: str, standin: str, key: str) -> None:
+async def overhead(port: int, standin_port: int, key: str) -> None:
     pool = questions(exclude=frozenset({"summarize", "conversation-query"}))[:400]
     headers = {"Authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(timeout=30) as client:
-        for question in pool[:50]:  # warm both paths
-            await client.post(f"{standin}/api/v1/prediction/x", json={"question": question})
-            await client.post(
-                f"{base}/api/v1/query",
-                json={"question": question, "backend": "instant"},
-                headers=headers,
-            )
-        direct: list[float] = []
-        via: list[float] = []
-        for question in pool:
-            t0 = time.perf_counter()
-            await client.post(f"{standin}/api/v1/prediction/x", json={"question": question})
-            t1 = time.perf_counter()
-            r = await client.post(
-                f"{base}/api/v1/query",
-                json={"question": question, "backend": "instant"},
-                headers=headers,
-            )
-            t2 = time.perf_counter()
-            r.raise_for_status()
-            direct.append((t1 - t0) * 1000)
-            via.append((t2 - t1) * 1000)
-        print(f"direct to stand-in, ms:        {summary(direct)}")
-        print(f"through /api/v1/query, ms:     {summary(via)}")
-        overhead_ms = [v - d for v, d in zip(via, direct, strict=True)]
-        print(f"overhead (via - direct), ms:   {summary(overhead_ms)}")
+    standin = await HttpConnection.open("127.0.0.1", standin_port)
+    flywheel = await HttpConnection.open("127.0.0.1", port)
 
-        done = 0
-        deadline = time.perf_counter() + 5
+    async def direct(question: str) -> None:
+        status, _ = await standin.post("/api/v1/prediction/x", {"question": question})
+        expect_ok(status, b"")
 
-        async def worker(i: int) -> None:
-            nonlocal done
-            while time.perf_counter() < deadline:
-                q = pool[(i * 31 + done) % len(pool)]
-                r = await client.post(
-                    f"{base}/api/v1/query",
-                    json={"question": q, "backend": "instant"},
-                    headers=headers,
-                )
-                r.raise_for_status()
-                done += 1
+    async def via(question: str) -> None:
+        status, body = await flywheel.post("/api/v1/query", ask(question, "instant"), headers)
+        expect_ok(status, body)
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(i) for i in range(16)))
-        rate = done / (time.perf_counter() - started)
-        print(f"throughput, 16 concurrent clients: {rate:.0f} queries/s")
+    for question in pool[:50]:  # warm both paths
+        await direct(question)
+        await via(question)
+    direct_ms: list[float] = []
+    via_ms: list[float] = []
+    for question in pool:
+        t0 = time.perf_counter()
+        await direct(question)
+        t1 = time.perf_counter()
+        await via(question)
+        t2 = time.perf_counter()
+        direct_ms.append((t1 - t0) * 1000)
+        via_ms.append((t2 - t1) * 1000)
+    standin.close()
+    flywheel.close()
+    print(f"  direct to stand-in, ms:        {summary(direct_ms)}")
+    print(f"  through /api/v1/query, ms:     {summary(via_ms)}")
+    overhead_ms = [v - d for v, d in zip(via_ms, direct_ms, strict=True)]
+    print(f"  overhead (via - direct), ms:   {summary(overhead_ms)}")
 
 
-async def concurrency(base: str, key: str, pid: int) -> None:
+async def throughput(port: int, key: str, clients: int = 16, seconds: float = 5.0) -> None:
+    pool = questions(exclude=frozenset({"summarize", "conversation-query"}))
     headers = {"Authorization": f"Bearer {key}"}
-    limits = httpx.Limits(max_connections=600, max_keepalive_connections=600)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-        # warm the connection pool and the server's state
-        await asyncio.gather(*(client.get(f"{base}/healthz") for _ in range(500)))
-        started = time.perf_counter()
-        results = await asyncio.gather(
-            *(
-                client.post(
-                    f"{base}/api/v1/query",
-                    json={"question": f"q{i}", "backend": "slow"},
-                    headers=headers,
-                )
-                for i in range(500)
-            )
+    connections = [await HttpConnection.open("127.0.0.1", port) for _ in range(clients)]
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker(connection: HttpConnection, i: int) -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            question = pool[(i * 31 + done) % len(pool)]
+            status, body = await connection.post("/api/v1/query", ask(question, "instant"), headers)
+            expect_ok(status, body)
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c, i) for i, c in enumerate(connections)))
+    rate = done / (time.perf_counter() - started)
+    for connection in connections:
+        connection.close()
+    print(f"  throughput, {clients} concurrent clients: {rate:.0f} queries/s")
+
+
+async def concurrency(port: int, key: str, pid: int, n: int = 500) -> None:
+    headers = {"Authorization": f"Bearer {key}"}
+    # Connections are opened (and the server warmed) first: the figure is
+    # about answering n questions at once, not about accepting n sockets.
+    connections = [await HttpConnection.open("127.0.0.1", port) for _ in range(n)]
+    await asyncio.gather(*(c.get("/healthz") for c in connections))
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(
+            c.post("/api/v1/query", ask(f"question {i}", "slow"), headers)
+            for i, c in enumerate(connections)
         )
-        wall = time.perf_counter() - started
-    ok = sum(r.status_code == 200 for r in results)
-    print(f"500 simultaneous queries to a 1 s stand-in: wall {wall:.2f} s, {ok}/500 answered")
-    print(f"Flywheel process peak memory (VmHWM): {peak_rss_mb(pid):.0f} MB")
+    )
+    wall = time.perf_counter() - started
+    for connection in connections:
+        connection.close()
+    ok = sum(status == 200 for status, _ in results)
+    print(f"  {n} simultaneous queries to a 1 s stand-in: wall {wall:.2f} s, {ok}/{n} answered")
+    print(f"  Flywheel peak memory (VmHWM, all processes): {peak_rss_mb(pid):.0f} MB")
+
+
+def serve(port: int, workers: int) -> subprocess.Popen[bytes]:
+    return start(
+        [
+            "-m",
+            "uvicorn",
+            "flywheel.asgi:application",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+            "--lifespan",
+            "on",
+            "--backlog",
+            "2048",
+        ],
+        env=ENV,
+    )
 
 
 def main() -> None:
     recreate_database()
     manage("migrate", "--noinput", "-v", "0")
-    instant_port, slow_port, port = free_port(), free_port(), free_port()
+    instant_port, slow_port = free_port(), free_port()
     key = manage("shell", stdin=SETUP.format(instant=instant_port, slow=slow_port)).splitlines()[-1]
-    servers = [
+    standins = [
         start(["bench/standin.py", str(instant_port), "0"]),
         start(["bench/standin.py", str(slow_port), "1.0"]),
-        start(
-            [
-                "-m",
-                "uvicorn",
-                "flywheel.asgi:application",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-                "--lifespan",
-                "off",
-                "--backlog",
-                "2048",
-            ],
-            env=ENV,
-        ),
     ]
     try:
-        base = f"http://127.0.0.1:{port}"
-        standin = f"http://127.0.0.1:{instant_port}"
-        wait_for(f"{base}/healthz")
-        wait_for(f"{standin}/api/v1/ping")
+        wait_for(f"http://127.0.0.1:{instant_port}/api/v1/ping")
         wait_for(f"http://127.0.0.1:{slow_port}/api/v1/ping")
-        asyncio.run(overhead(base, standin, key))
-        asyncio.run(concurrency(base, key, servers[2].pid))
+        for workers in WORKERS:
+            port = free_port()
+            server = serve(port, workers)
+            try:
+                wait_for(f"http://127.0.0.1:{port}/healthz")
+                time.sleep(1)  # every worker up, not just the first
+                print(f"Flywheel with {workers} uvicorn worker(s):")
+                asyncio.run(overhead(port, instant_port, key))
+                asyncio.run(throughput(port, key))
+                asyncio.run(concurrency(port, key, server.pid))
+            finally:
+                server.terminate()
+                server.wait(timeout=20)
     finally:
-        for server in servers:
-            server.terminate()
-            server.wait(timeout=10)
+        for standin in standins:
+            standin.terminate()
+            standin.wait(timeout=10)
 
 
 if __name__ == "__main__":
