@@ -19,11 +19,13 @@ from backends.http import ms_since
 from backends.models import Backend
 from backends.services import backend_config
 from flywheel.asyncdb import db
+from flywheel.singleflight import SingleFlight
 from routing.scoring import BackendEntry, Candidate
 
 # Credentials are read from the database, not from the shared cache; each
 # process keeps them per backend until the backend's version changes.
 _configs: dict[int, tuple[str, BackendConfig]] = {}
+_config_loads: SingleFlight[BackendConfig] = SingleFlight()
 
 
 def forget_configs() -> None:
@@ -39,7 +41,10 @@ async def config_for(backend: BackendEntry) -> BackendConfig:
     cached = _configs.get(backend.id)
     if cached is not None and cached[0] == backend.version:
         return cached[1]
-    config = await db(_load_config)(backend.id)
+    # Queries that find the memo cold together (a burst to a backend) share one read.
+    config = await _config_loads.do(
+        (backend.id, backend.version), lambda: db(_load_config)(backend.id)
+    )
     _configs[backend.id] = (backend.version, config)
     return config
 

@@ -20,6 +20,7 @@ from django.utils.dateparse import parse_datetime
 
 from backends import snapshot
 from flywheel.cache import shared_cache
+from flywheel.singleflight import SingleFlight
 from routing.rules import IntentRuleSet, intent_rules
 from routing.scoring import BackendEntry, FlowEntry, HealthEntry, Performance, PolicyValues
 
@@ -115,10 +116,13 @@ class _Memo:
         return None
 
     def state(self) -> RoutingState:
-        state = self._state
-        if state is not None and time.monotonic() - self._state_at < MEMO_SECONDS:
+        state = self.fresh()
+        if state is not None:
             return state
         with self._lock:
+            state = self.fresh()  # another thread may have refreshed it while this one waited
+            if state is not None:
+                return state
             self._state = RoutingState(
                 backends=_table(snapshot.read_flows()),
                 health=_health(snapshot.read_health()),
@@ -159,6 +163,7 @@ class _Memo:
 
 
 _memo = _Memo()
+_refreshes: SingleFlight[RoutingState] = SingleFlight()
 
 
 def routing_state() -> RoutingState:
@@ -166,13 +171,14 @@ def routing_state() -> RoutingState:
 
 
 async def current_state() -> RoutingState:
-    """The routing state; from this process's memo when fresh, else read in a thread."""
+    """The routing state; from this process's memo when fresh, else read in a thread
+    (once, however many queries are waiting for it)."""
     fresh = _memo.fresh()
     if fresh is not None:
         return fresh
     from flywheel.asyncdb import db
 
-    return await db(routing_state)()
+    return await _refreshes.do("state", db(routing_state))
 
 
 def recent_performance(backend_ids: Iterable[int], intent: str) -> dict[int, Performance]:
