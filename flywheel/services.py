@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +21,12 @@ KEY_SCHEME = "fw"
 # request costs no database read; revoking or editing a key forgets it at once.
 AUTH_CACHE_KEY = "flywheel:apikey:{digest}"
 AUTH_CACHE_SECONDS = 60
+# Each process also keeps the keys it recalled for this long, which spares a
+# shared-cache round trip per request; a revoke shows at once in the process
+# that made it and within this time in every other.
+KEY_MEMO_SECONDS = 1.0
+KEY_MEMO_MAX = 10_000
+_key_memo: dict[str, tuple[float, ApiKey]] = {}
 DEFAULT_TENANT_SLUG = "default"
 # last_used_at is bookkeeping, not an audit log: refresh it at most this often
 # so that authenticating a request does not cost a write every time.
@@ -85,6 +92,7 @@ def _recalled(digest: str, data: dict[str, Any]) -> ApiKey:
 
 def api_key_forget(digest: str) -> None:
     """Drop a key from the authentication cache (after a revoke or an edit)."""
+    _key_memo.pop(digest, None)
     shared_cache().delete(AUTH_CACHE_KEY.format(digest=digest))
 
 
@@ -92,6 +100,9 @@ def api_key_recall(*, raw_key: str) -> ApiKey | None:
     """The key from the authentication cache alone (no database), if it is there and its
     last use was noted recently; None means: call api_key_authenticate."""
     digest = hash_api_key(raw_key)
+    memo = _key_memo.get(digest)
+    if memo is not None and time.monotonic() - memo[0] < KEY_MEMO_SECONDS:
+        return memo[1]
     remembered = shared_cache().get(AUTH_CACHE_KEY.format(digest=digest))
     if remembered is None:
         return None
@@ -99,7 +110,15 @@ def api_key_recall(*, raw_key: str) -> ApiKey | None:
     last_used = api_key.last_used_at
     if last_used is None or timezone.now() - last_used > LAST_USED_RESOLUTION:
         return None
+    if len(_key_memo) >= KEY_MEMO_MAX:
+        _key_memo.clear()
+    _key_memo[digest] = (time.monotonic(), api_key)
     return api_key
+
+
+def api_keys_forget_memo() -> None:
+    """Drop this process's memo of recalled keys (tests)."""
+    _key_memo.clear()
 
 
 def api_key_authenticate(*, raw_key: str) -> ApiKey:

@@ -58,14 +58,17 @@ def _fresh_routing_state() -> Iterator[None]:
     """Each test starts with empty shared caches and no in-process routing memo."""
     from django.core.cache import cache
 
+    from flywheel.services import api_keys_forget_memo
     from routing import execution, state
 
     cache.clear()
     state.forget()
     execution.forget_configs()
+    api_keys_forget_memo()
     yield
     state.forget()
     execution.forget_configs()
+    api_keys_forget_memo()
 
 
 @pytest.fixture(autouse=True)

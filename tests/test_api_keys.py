@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from flywheel import services
+from flywheel.cache import shared_cache
 from flywheel.errors import AuthenticationError, ValidationError
 from flywheel.models import ApiKey, Tenant
-from flywheel.services import api_key_authenticate, api_key_create, api_key_revoke, hash_api_key
+from flywheel.services import (
+    api_key_authenticate,
+    api_key_create,
+    api_key_recall,
+    api_key_revoke,
+    hash_api_key,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +139,34 @@ def test_a_cached_key_still_knows_its_tenant(tenant: Tenant) -> None:
     again = api_key_authenticate(raw_key=raw_key)
 
     assert (again.pk, again.tenant.pk, again.tenant.slug) == (first.pk, tenant.pk, "acme")
+
+
+def test_a_recalled_key_is_forgotten_at_once_when_revoked_in_this_process(tenant: Tenant) -> None:
+    api_key, raw_key = api_key_create(tenant=tenant, name="ci")
+    api_key_authenticate(raw_key=raw_key)
+    assert api_key_recall(raw_key=raw_key) is not None  # now in this process's memo too
+
+    api_key_revoke(api_key=api_key)
+
+    assert api_key_recall(raw_key=raw_key) is None
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_key)
+
+
+def test_a_key_revoked_by_another_process_stops_within_the_memo_time(
+    tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(services, "KEY_MEMO_SECONDS", 0.05)
+    api_key, raw_key = api_key_create(tenant=tenant, name="ci")
+    api_key_authenticate(raw_key=raw_key)
+    assert api_key_recall(raw_key=raw_key) is not None
+
+    # What a revoke in another process does: the row, and the shared cache entry.
+    ApiKey.objects.filter(pk=api_key.pk).update(revoked_at=timezone.now())
+    shared_cache().delete(services.AUTH_CACHE_KEY.format(digest=api_key.hashed_key))
+    assert api_key_recall(raw_key=raw_key) is not None  # this process's memo, still fresh
+    time.sleep(0.06)
+
+    assert api_key_recall(raw_key=raw_key) is None
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_key)
