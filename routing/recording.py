@@ -25,10 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 
 from analytics.models import PerformanceRecord, RoutingDecision
 from flywheel.cache import shared_cache
+from routing.batch_sql import decisions_insert
 from routing.execution import Attempt
 from routing.models import Session, Turn
 from routing.scoring import Performance
@@ -61,11 +62,6 @@ class DecisionData:
     answer: str | None = None  # a turn is stored when there is an answer
 
 
-def decision_record(data: DecisionData, *, performance_window: int = 10) -> RoutingDecision:
-    """Store one decision, one PerformanceRecord per attempt and the session turn."""
-    return decisions_record([data], performance_window=performance_window)[0]
-
-
 def _decision_row(data: DecisionData) -> RoutingDecision:
     return RoutingDecision(
         request_id=data.request_id,
@@ -92,56 +88,61 @@ def _decision_row(data: DecisionData) -> RoutingDecision:
     )
 
 
-def decisions_record(
-    batch: Sequence[DecisionData], *, performance_window: int = 10
-) -> list[RoutingDecision]:
+def decisions_record(batch: Sequence[DecisionData], *, performance_window: int = 10) -> None:
     """Store a batch of decisions with their attempts and turns, in one transaction.
 
     A busy process writes many decisions per round trip this way; sessions
     are created with their first decision. The performance aggregates of
     every backend + intent touched are refreshed once per batch.
     """
-    sessions = {d.session_id: d.tenant_id for d in batch if d.session_id is not None}
     with transaction.atomic():
-        # New sessions are created; known ones get their updated_at moved on.
-        Session.objects.bulk_create(
-            [Session(pk=key, tenant_id=tenant) for key, tenant in sessions.items()],
-            update_conflicts=True,
-            unique_fields=["id"],
-            update_fields=["updated_at"],
-        )
-        decisions = RoutingDecision.objects.bulk_create([_decision_row(d) for d in batch])
-        PerformanceRecord.objects.bulk_create(
-            PerformanceRecord(
-                backend_id=a.backend_id,
-                flow_id=a.flow_id,
-                decision=decision,
-                intent=data.intent,
-                latency_ms=a.latency_ms,
-                success=a.ok,
-                error_type=a.error_type,
-            )
-            for data, decision in zip(batch, decisions, strict=True)
-            for a in data.attempts
-        )
-        Turn.objects.bulk_create(
-            Turn(
-                session_id=data.session_id,
-                question=data.question,
-                answer=data.answer,
-                intent=data.intent,
-                backend_id=data.backend_id,
-                flow_id=data.flow_id,
-            )
-            for data in batch
-            if data.session_id is not None and data.answer is not None
-        )
+        if connection.vendor == "postgresql":
+            decisions_insert(batch)  # one statement, unpacked by PostgreSQL (batch_sql)
+        else:
+            _orm_insert(batch)
     touched = {(a.backend_id, d.intent) for d in batch for a in d.attempts}
     for backend_id, intent in touched:
         publish_performance(
             backend_id, intent, performance_of(backend_id, intent, performance_window)
         )
-    return decisions
+
+
+def _orm_insert(batch: Sequence[DecisionData]) -> None:
+    """The same rows as batch_sql.decisions_insert, through the ORM (any database)."""
+    sessions = {d.session_id: d.tenant_id for d in batch if d.session_id is not None}
+    # New sessions are created; known ones get their updated_at moved on.
+    Session.objects.bulk_create(
+        [Session(pk=key, tenant_id=tenant) for key, tenant in sessions.items()],
+        update_conflicts=True,
+        unique_fields=["id"],
+        update_fields=["updated_at"],
+    )
+    decisions = RoutingDecision.objects.bulk_create([_decision_row(d) for d in batch])
+    PerformanceRecord.objects.bulk_create(
+        PerformanceRecord(
+            backend_id=a.backend_id,
+            flow_id=a.flow_id,
+            decision=decision,
+            intent=data.intent,
+            latency_ms=a.latency_ms,
+            success=a.ok,
+            error_type=a.error_type,
+        )
+        for data, decision in zip(batch, decisions, strict=True)
+        for a in data.attempts
+    )
+    Turn.objects.bulk_create(
+        Turn(
+            session_id=data.session_id,
+            question=data.question,
+            answer=data.answer,
+            intent=data.intent,
+            backend_id=data.backend_id,
+            flow_id=data.flow_id,
+        )
+        for data in batch
+        if data.session_id is not None and data.answer is not None
+    )
 
 
 def performance_of(backend_id: int, intent: str, window: int) -> Performance:
@@ -177,9 +178,14 @@ def _answer_key(tenant_id: int, intent: str, question: str) -> str:
     return ANSWER_CACHE_KEY.format(tenant=tenant_id, intent=intent, digest=digest)
 
 
-def answer_remember(entry: CachedAnswer) -> None:
-    key = _answer_key(entry.tenant_id, entry.intent, entry.question)
-    shared_cache().set(key, entry.value, timeout=entry.ttl)
+def answers_remember(entries: Sequence[CachedAnswer]) -> None:
+    """Cache answers, one round trip per distinct TTL (in practice: one)."""
+    by_ttl: dict[int, dict[str, dict[str, Any]]] = {}
+    for entry in entries:
+        key = _answer_key(entry.tenant_id, entry.intent, entry.question)
+        by_ttl.setdefault(entry.ttl, {})[key] = entry.value
+    for ttl, values in by_ttl.items():
+        shared_cache().set_many(values, timeout=ttl)
 
 
 def answer_recall(tenant_id: int, intent: str, question: str) -> dict[str, Any] | None:
@@ -278,9 +284,7 @@ class _Writer:
         batch = [job.data for job in jobs]
         window = max(job.performance_window for job in jobs)
         try:
-            for job in jobs:
-                if job.answer is not None:
-                    self._remember(job.answer)
+            self._remember([job.answer for job in jobs if job.answer is not None])
             decisions_record(batch, performance_window=window)
         except Exception:
             # One bad decision must not take the others with it: write them one by one.
@@ -300,11 +304,11 @@ class _Writer:
                         self._pending.pop(data.session_id, None)
 
     @staticmethod
-    def _remember(entry: CachedAnswer) -> None:
+    def _remember(entries: list[CachedAnswer]) -> None:
         try:
-            answer_remember(entry)
+            answers_remember(entries)
         except Exception:  # the cache is a fallback's fallback: log, and write the decision
-            logger.exception("Could not cache the answer of a %r question", entry.intent)
+            logger.exception("Could not cache %d answers", len(entries))
 
     def pending(self, session_id: uuid.UUID | None = None) -> int:
         with self._lock:

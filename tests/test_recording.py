@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 from django.core.cache import caches
+from django.db import transaction
 
 from analytics.models import RoutingDecision
 from flywheel.cache import shared_cache
 from flywheel.env import as_cache
 from flywheel.models import Tenant
 from routing import recording
-from routing.models import Turn
+from routing.execution import Attempt
+from routing.models import Session, Turn
 from routing.recording import (
     CachedAnswer,
     DecisionData,
@@ -24,19 +26,15 @@ from routing.recording import (
     record_later,
     session_settled,
 )
+from tests.routing_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def decision(tenant: Tenant, session_id: uuid.UUID | None = None, **fields: Any) -> DecisionData:
+    given = {"question": "What is a flywheel?", "outcome": "success", "intent": "general"}
     return DecisionData(
-        request_id=uuid.uuid4(),
-        tenant_id=tenant.pk,
-        question="What is a flywheel?",
-        outcome="success",
-        session_id=session_id,
-        intent="general",
-        **fields,
+        request_id=uuid.uuid4(), tenant_id=tenant.pk, session_id=session_id, **(given | fields)
     )
 
 
@@ -97,11 +95,25 @@ def test_the_answer_is_cached_by_the_writer(tenant: Tenant) -> None:
     assert answer_recall(tenant.pk, "general", "what is a flywheel?") == entry.value
 
 
+def test_answers_written_together_are_each_cached_with_their_ttl(tenant: Tenant) -> None:
+    entries = [
+        CachedAnswer(tenant.pk, "general", f"question {i}", {"answer": f"a{i}"}, 60)
+        for i in range(3)
+    ] + [CachedAnswer(tenant.pk, "code-review", "question 0", {"answer": "review"}, 5)]
+    recording.answers_remember(entries)
+
+    for entry in entries:
+        assert answer_recall(tenant.pk, entry.intent, entry.question) == entry.value
+    cache: Any = shared_cache()  # scripts/test.sh sets a Redis CACHE_URL
+    key = cache.make_key(recording._answer_key(tenant.pk, "code-review", "question 0"))
+    assert 0 < cache._cache.get_client(key).ttl(key) <= 5
+
+
 def test_a_failing_cache_loses_no_decision(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(entry: CachedAnswer) -> None:
+    def broken(entries: list[CachedAnswer]) -> None:
         raise ConnectionError("cache down")
 
-    monkeypatch.setattr(recording, "answer_remember", broken)
+    monkeypatch.setattr(recording, "answers_remember", broken)
     entry = CachedAnswer(tenant.pk, "general", "q", {"answer": "a"}, 60)
     record_later(decision(tenant), performance_window=10, answer=entry)
     drain()
@@ -119,3 +131,100 @@ def test_a_redis_cache_url_uses_one_client_per_pool() -> None:
     assert cache._cache.get_client("other", write=True) is client
     shared_cache().set("flywheel:test:one-client", 1, 10)
     assert shared_cache().get("flywheel:test:one-client") == 1
+
+
+def _stored(request_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
+    """Every row a batch wrote, per decision, without ids and timestamps."""
+    stored = []
+    for request_id in request_ids:
+        row = RoutingDecision.objects.get(request_id=request_id)
+        decision_fields = {
+            f.attname: getattr(row, f.attname)
+            for f in RoutingDecision._meta.concrete_fields
+            if f.attname not in {"id", "created_at"}
+        }
+        records = list(
+            row.attempts.order_by("id").values(
+                "backend_id", "flow_id", "intent", "latency_ms", "success", "error_type"
+            )
+        )
+        turns = list(
+            Turn.objects.filter(session__decisions=row, question=row.question)
+            .order_by("id")
+            .values("question", "answer", "intent", "backend_id", "flow_id")
+        )
+        stored.append({"decision": decision_fields, "records": records, "turns": turns})
+    return stored
+
+
+def test_postgresql_and_the_orm_store_the_same_rows(world: World) -> None:
+    from routing.batch_sql import decisions_insert
+
+    tenant = Tenant.objects.get(slug="default")
+    attempts = (
+        Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", False, 12.5, "Timeout", "slow"),
+        Attempt(world.lf.pk, "lf", world.lf_flow.pk, "review", True, 30.25),
+    )
+
+    def batch() -> list[DecisionData]:
+        session = uuid.uuid4()
+        return [
+            decision(
+                tenant,
+                session,
+                question=f"Question {i}",
+                outcome="fallback",
+                intent="code-review",
+                intent_confidence=0.9,
+                intent_method="rules",
+                query_type="LOCAL",
+                query_type_confidence=0.8,
+                backend_id=world.lf.pk,
+                flow_id=world.lf_flow.pk,
+                score=0.77,
+                candidates=[{"backend": "fw", "score": 0.8}, {"backend": "lf", "score": 0.77}],
+                attempts=attempts,
+                timings={"classify_ms": 0.2, "route_ms": 0.1, "execute_ms": 43, "total_ms": 44},
+                answer=f"Answer {i}",
+            )
+            for i in range(3)
+        ] + [decision(tenant, None, outcome="rejected", error_type="ValidationError")]
+
+    by_sql, by_orm = batch(), batch()
+    with transaction.atomic():
+        decisions_insert(by_sql)
+    with transaction.atomic():
+        recording._orm_insert(by_orm)
+
+    def normalised(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for row in rows:
+            row["decision"].pop("request_id")
+            row["decision"].pop("session_id")
+        return rows
+
+    sql_rows = _stored([d.request_id for d in by_sql])
+    orm_rows = _stored([d.request_id for d in by_orm])
+    assert sql_rows[0]["records"][0]["error_type"] == "Timeout"
+    assert [len(r["turns"]) for r in sql_rows] == [1, 1, 1, 0]
+    assert normalised(sql_rows) == normalised(orm_rows)
+    session = Session.objects.get(decisions__request_id=by_sql[0].request_id)
+    assert session.tenant_id == tenant.pk
+    turns = list(session.turns.order_by("created_at", "id").values_list("question", flat=True))
+    assert turns == ["Question 0", "Question 1", "Question 2"]
+
+
+def test_a_batch_that_fails_half_way_writes_nothing(world: World) -> None:
+    from django.db import IntegrityError
+
+    from routing.batch_sql import decisions_insert
+
+    tenant = Tenant.objects.get(slug="default")
+    good = decision(tenant, uuid.uuid4(), answer="fine")
+    bad = decision(tenant, uuid.uuid4(), backend_id=10**9, answer="no such backend")
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        decisions_insert([good, bad])
+
+    assert not RoutingDecision.objects.exists()
+    assert not Session.objects.exists()
+    assert not Turn.objects.exists()
