@@ -6,9 +6,9 @@ import subprocess
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
 
 from analytics.models import RoutingDecision
+from backends.adapters import run_sync
 from backends.adapters.base import BackendConfig
 from backends.models import Backend
 from backends.services import ahealth_check_all
@@ -35,7 +35,7 @@ def routed(flowise_config: BackendConfig, langflow_config: BackendConfig, peers)
         Backend.objects.create(
             name=config.name, kind=config.kind, base_url=config.base_url, api_key=config.api_key
         )
-    async_to_sync(adiscover_all)()
+    run_sync(adiscover_all)
     serving = {
         peers["FLOWISE_AGENTFLOW_ID"]: ["code-review", "refactor", "pull request"],
         peers["LANGFLOW_PROMPT_FLOW_ID"]: ["code-review"],
@@ -44,14 +44,14 @@ def routed(flowise_config: BackendConfig, langflow_config: BackendConfig, peers)
         flow.intent_keywords = serving[flow.external_id]
         flow.keywords_edited = True
         flow.save()
-    async_to_sync(ahealth_check_all)()
+    run_sync(ahealth_check_all)
     state.forget()
     return Tenant.objects.create(name="Live", slug="live")
 
 
 def ask(tenant: Tenant, **fields: Any) -> dict[str, Any]:
     try:
-        return async_to_sync(answer_question)(query_request(fields), tenant=tenant)
+        return run_sync(answer_question, query_request(fields), tenant=tenant)
     finally:
         drain()
 
@@ -89,7 +89,7 @@ def test_streaming_through_real_backends(routed: Tenant) -> None:
         request = query_request({"question": QUESTION, "parameters": {"stream": True}})
         return [e async for e in stream_answer(request, tenant=routed)]
 
-    events = async_to_sync(run)()
+    events = run_sync(run)
     drain()
 
     assert events[-1]["event"] == "end"

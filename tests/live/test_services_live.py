@@ -6,9 +6,9 @@ import subprocess
 from typing import TypeVar
 
 import pytest
-from asgiref.sync import async_to_sync
 
 from backends import snapshot
+from backends.adapters import run_sync
 from backends.adapters.base import BackendConfig
 from backends.errors import BackendError
 from backends.models import Backend, BackendHealth
@@ -33,7 +33,7 @@ def live_backends(flowise_config: BackendConfig, langflow_config: BackendConfig)
 
 
 def test_discovery_stores_the_flows_of_both_servers(live_backends, peers) -> None:
-    reports = _outcomes(async_to_sync(adiscover_all)(), DiscoveryReport)
+    reports = _outcomes(run_sync(adiscover_all), DiscoveryReport)
 
     assert all(r.total > 0 for r in reports), reports
     stored = set(Flow.objects.values_list("external_id", flat=True))
@@ -47,7 +47,7 @@ def test_discovery_stores_the_flows_of_both_servers(live_backends, peers) -> Non
     published = snapshot.read_flows()
     assert {f["external_id"] for f in published["flows"]} >= {peers["LANGFLOW_ECHO_FLOW_ID"]}
 
-    again = _outcomes(async_to_sync(adiscover_all)(), DiscoveryReport)
+    again = _outcomes(run_sync(adiscover_all), DiscoveryReport)
     assert [(r.added, r.removed) for r in again] == [(0, 0), (0, 0)]
 
 
@@ -63,17 +63,17 @@ def _peers(action: str, name: str) -> None:
 
 def test_a_stopped_backend_turns_unhealthy_and_recovers_after_restart(live_backends) -> None:
     flowise = live_backends[0]
-    assert all(o.ok for o in _outcomes(async_to_sync(ahealth_check_all)(), HealthOutcome))
+    assert all(o.ok for o in _outcomes(run_sync(ahealth_check_all), HealthOutcome))
 
     _peers("stop", "flowise")
     try:
-        down = _outcomes(async_to_sync(ahealth_check_all)(), HealthOutcome)
+        down = _outcomes(run_sync(ahealth_check_all), HealthOutcome)
         assert [o.ok for o in down] == [False, True]
         assert BackendHealth.objects.get(backend=flowise).healthy is False
         assert snapshot.read_health()[flowise.pk]["healthy"] is False
     finally:
         _peers("start", "flowise")
 
-    up = _outcomes(async_to_sync(ahealth_check_all)(), HealthOutcome)
+    up = _outcomes(run_sync(ahealth_check_all), HealthOutcome)
     assert [o.ok for o in up] == [True, True]
     assert BackendHealth.objects.get(backend=flowise).healthy is True
