@@ -16,6 +16,7 @@ order by time as well as by id.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,39 +29,10 @@ from routing.models import Session, Turn
 if TYPE_CHECKING:
     from routing.recording import DecisionData
 
-_DECISION_COLUMNS = (
-    "request_id",
-    "tenant_id",
-    "session_id",
-    "question",
-    "intent",
-    "intent_confidence",
-    "intent_method",
-    "query_type",
-    "query_type_confidence",
-    "routing_method",
-    "backend_id",
-    "flow_id",
-    "score",
-    "candidates",
-    "fallback_chain",
-    "outcome",
-    "error_type",
-    "classify_ms",
-    "route_ms",
-    "execute_ms",
-    "total_ms",
-)
-
 _SQL = """
 WITH batch AS (
     SELECT * FROM jsonb_to_recordset(%s::jsonb) AS d(
-        position int, request_id uuid, tenant_id bigint, session_id uuid, question text,
-        intent text, intent_confidence float8, intent_method text, query_type text,
-        query_type_confidence float8, routing_method text, backend_id bigint, flow_id bigint,
-        score float8, candidates jsonb, fallback_chain jsonb, outcome text, error_type text,
-        classify_ms float8, route_ms float8, execute_ms float8, total_ms float8,
-        attempts jsonb, answer text
+        position int, {decision_types}, attempts jsonb, answer text
     )
 ),
 sessions AS (
@@ -89,40 +61,26 @@ FROM batch WHERE session_id IS NOT NULL AND answer IS NOT NULL ORDER BY position
 """
 
 
+@functools.cache
 def _statement() -> str:
+    """The statement, its decision columns and their types read off the model."""
+    fields = [
+        f for f in RoutingDecision._meta.concrete_fields if f.attname not in {"id", "created_at"}
+    ]
     return _SQL.format(
         session=Session._meta.db_table,
         decision=RoutingDecision._meta.db_table,
         performance=PerformanceRecord._meta.db_table,
         turn=Turn._meta.db_table,
-        decision_columns=", ".join(_DECISION_COLUMNS),
+        decision_columns=", ".join(f.column for f in fields),
+        decision_types=", ".join(f"{f.column} {f.db_type(connection)}" for f in fields),
     )
 
 
 def _row(position: int, data: DecisionData) -> dict[str, Any]:
     return {
         "position": position,
-        "request_id": str(data.request_id),
-        "tenant_id": data.tenant_id,
-        "session_id": str(data.session_id) if data.session_id else None,
-        "question": data.question,
-        "intent": data.intent,
-        "intent_confidence": data.intent_confidence,
-        "intent_method": data.intent_method,
-        "query_type": data.query_type,
-        "query_type_confidence": data.query_type_confidence,
-        "routing_method": data.routing_method,
-        "backend_id": data.backend_id,
-        "flow_id": data.flow_id,
-        "score": data.score,
-        "candidates": data.candidates,
-        "fallback_chain": [a.as_dict() for a in data.attempts],
-        "outcome": data.outcome,
-        "error_type": data.error_type,
-        "classify_ms": data.timings.get("classify_ms", 0),
-        "route_ms": data.timings.get("route_ms", 0),
-        "execute_ms": data.timings.get("execute_ms", 0),
-        "total_ms": data.timings.get("total_ms", 0),
+        **data.decision_columns(),
         "attempts": [
             {
                 "backend_id": a.backend_id,
@@ -140,6 +98,7 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
 def decisions_insert(batch: Sequence[DecisionData]) -> None:
     """Insert the batch's sessions (or move their updated_at on), decisions, performance
     records and turns. Runs inside the caller's transaction; raises the database's error."""
-    document = json.dumps([_row(i, data) for i, data in enumerate(batch)])
+    # default=str: the UUIDs; everything else is plain JSON already
+    document = json.dumps([_row(i, data) for i, data in enumerate(batch)], default=str)
     with connection.cursor() as cursor:
         cursor.execute(_statement(), [document])

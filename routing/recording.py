@@ -61,31 +61,35 @@ class DecisionData:
     timings: dict[str, float] = field(default_factory=dict)
     answer: str | None = None  # a turn is stored when there is an answer
 
+    def decision_columns(self) -> dict[str, Any]:
+        """The RoutingDecision row's columns (by attname), but its id and created_at."""
+        return {
+            "request_id": self.request_id,
+            "tenant_id": self.tenant_id,
+            "session_id": self.session_id,
+            "question": self.question,
+            "intent": self.intent,
+            "intent_confidence": self.intent_confidence,
+            "intent_method": self.intent_method,
+            "query_type": self.query_type,
+            "query_type_confidence": self.query_type_confidence,
+            "routing_method": self.routing_method,
+            "backend_id": self.backend_id,
+            "flow_id": self.flow_id,
+            "score": self.score,
+            "candidates": self.candidates,
+            "fallback_chain": [a.as_dict() for a in self.attempts],
+            "outcome": self.outcome,
+            "error_type": self.error_type,
+            "classify_ms": self.timings.get("classify_ms", 0),
+            "route_ms": self.timings.get("route_ms", 0),
+            "execute_ms": self.timings.get("execute_ms", 0),
+            "total_ms": self.timings.get("total_ms", 0),
+        }
+
 
 def _decision_row(data: DecisionData) -> RoutingDecision:
-    return RoutingDecision(
-        request_id=data.request_id,
-        tenant_id=data.tenant_id,
-        session_id=data.session_id,
-        question=data.question,
-        intent=data.intent,
-        intent_confidence=data.intent_confidence,
-        intent_method=data.intent_method,
-        query_type=data.query_type,
-        query_type_confidence=data.query_type_confidence,
-        routing_method=data.routing_method,
-        backend_id=data.backend_id,
-        flow_id=data.flow_id,
-        score=data.score,
-        candidates=data.candidates,
-        fallback_chain=[a.as_dict() for a in data.attempts],
-        outcome=data.outcome,
-        error_type=data.error_type,
-        classify_ms=data.timings.get("classify_ms", 0),
-        route_ms=data.timings.get("route_ms", 0),
-        execute_ms=data.timings.get("execute_ms", 0),
-        total_ms=data.timings.get("total_ms", 0),
-    )
+    return RoutingDecision(**data.decision_columns())
 
 
 def decisions_record(batch: Sequence[DecisionData], *, performance_window: int = 10) -> None:
