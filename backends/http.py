@@ -1,18 +1,21 @@
-"""All HTTP to backends goes through :class:`HttpClient`: one pooled httpx client
-per backend, explicit timeouts, a bounded retry budget for idempotent calls,
-and transport failures turned into typed errors.
+"""All HTTP to backends goes through :class:`HttpClient`: one pooled client per
+backend, explicit timeouts, a bounded retry budget for idempotent calls, and
+transport failures turned into typed errors.
+
+The client decides; a transport (backends/transport.py) carries the bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
+from yarl import URL
 
 from backends.errors import (
     BackendConnectionError,
@@ -20,7 +23,14 @@ from backends.errors import (
     BackendTimeoutError,
     BackendUnexpectedError,
 )
-from backends.transport import AiohttpTransport
+from backends.transport import (
+    AiohttpTransport,
+    Request,
+    Response,
+    Transport,
+    TransportError,
+    TransportTimeout,
+)
 
 # Connecting should be quick on the networks backends live on; the read
 # timeout is the backend's own setting (a flow may think for a while).
@@ -30,7 +40,7 @@ RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 BODY_EXCERPT_CHARS = 300
 
-ErrorMapper = Callable[[httpx.Response, str], BackendError]
+ErrorMapper = Callable[[Response, str], BackendError]
 
 
 def ms_since(started: float) -> float:
@@ -38,16 +48,12 @@ def ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-def body_excerpt(response: httpx.Response) -> str:
+def body_excerpt(response: Response) -> str:
     """The start of a response body, for error details (never the whole page)."""
-    try:
-        text = response.text
-    except httpx.ResponseNotRead:
-        return ""
-    return text[:BODY_EXCERPT_CHARS]
+    return response.text[:BODY_EXCERPT_CHARS] if response.is_read else ""
 
 
-def json_body(response: httpx.Response, backend: str) -> Any:
+def json_body(response: Response, backend: str) -> Any:
     """Decode a JSON body or raise BackendUnexpectedError saying what came instead."""
     try:
         return response.json()
@@ -63,10 +69,10 @@ def json_body(response: httpx.Response, backend: str) -> Any:
         ) from err
 
 
-def network_transport() -> httpx.AsyncBaseTransport:
-    """What carries requests when no transport is given: aiohttp's pool (backends/transport.py).
+def network_transport() -> Transport:
+    """What carries requests when no transport is given: aiohttp (backends/transport.py).
 
-    The test suite swaps in httpx's own transport, which its backend mocks (respx) patch.
+    The test suite swaps in one built on httpx, whose backend mocks it uses.
     """
     return AiohttpTransport()
 
@@ -87,16 +93,37 @@ class HttpClient:
         error_mapper: ErrorMapper,
         headers: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: Transport | None = None,
     ) -> None:
         self.backend_name = backend_name
         self.timeout_seconds = timeout_seconds
+        self._base_url = base_url.rstrip("/")
+        self._headers = dict(headers or {})
+        self._json_headers = {**self._headers, "Content-Type": "application/json"}
         self._map_error = error_mapper
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers=dict(headers or {}),
-            timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
-            transport=transport or network_transport(),
+        self._transport = transport or network_transport()
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str | int] | None,
+        json_data: Any,
+        timeout: float | None,
+    ) -> Request:
+        url = URL(self._base_url + path)
+        if params:
+            url = url.update_query(params)
+        body = None
+        if json_data is not None:
+            body = json.dumps(json_data, ensure_ascii=False, separators=(",", ":")).encode()
+        return Request(
+            method=method.upper(),
+            url=url,
+            headers=self._headers if body is None else self._json_headers,
+            body=body,
+            timeout=self.timeout_seconds if timeout is None else timeout,
+            connect_timeout=CONNECT_TIMEOUT_SECONDS,
         )
 
     async def request(
@@ -104,30 +131,29 @@ class HttpClient:
         method: str,
         path: str,
         *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
         retry: bool | None = None,
         timeout: float | None = None,
-        **kwargs: Any,
-    ) -> httpx.Response:
-        """Send a request; return a 2xx/3xx response or raise a typed BackendError.
+    ) -> Response:
+        """Send a request; return a 2xx/3xx response, read whole, or raise a typed BackendError.
 
         Idempotent methods (and calls passed ``retry=True``) are retried on
         connection failures and on 408/429/502/503/504, with capped exponential
         backoff and jitter, honouring Retry-After.
         """
-        may_retry = method.upper() in IDEMPOTENT_METHODS if retry is None else retry
-        if timeout is not None:
-            kwargs["timeout"] = httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_SECONDS)
+        request = self._request(method, path, params, json, timeout)
+        may_retry = request.method in IDEMPOTENT_METHODS if retry is None else retry
         attempt = 0
         while True:
             try:
-                response = await self._client.request(method, path, **kwargs)
-            except httpx.HTTPError as err:
-                error = self._transport_error(err)
+                response = await self._transport.send(request)
+            except TransportError as err:
                 if may_retry and attempt < self.max_retries:
                     await asyncio.sleep(self._backoff(attempt, None))
                     attempt += 1
                     continue
-                raise error from err
+                raise self._transport_error(err, request) from err
             if response.status_code in RETRY_STATUSES and may_retry and attempt < self.max_retries:
                 await asyncio.sleep(self._backoff(attempt, response))
                 attempt += 1
@@ -137,35 +163,44 @@ class HttpClient:
             return response
 
     @asynccontextmanager
-    async def stream(self, method: str, path: str, **kwargs: Any) -> AsyncIterator[httpx.Response]:
-        """Open a streamed response; errors before the body starts are typed like request()."""
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+    ) -> AsyncIterator[Response]:
+        """Open a streamed response; errors before and while the body arrives are typed
+        like request()'s. The connection is released when the block ends."""
+        request = self._request(method, path, params, json, None)
         try:
-            async with self._client.stream(method, path, **kwargs) as response:
-                if response.is_error:
-                    await response.aread()
-                    raise self._map_error(response, self.backend_name)
-                yield response
-        except httpx.HTTPError as err:
-            raise self._transport_error(err) from err
+            response = await self._transport.send(request, stream=True)
+        except TransportError as err:
+            raise self._transport_error(err, request) from err
+        try:
+            if response.is_error:
+                await response.aread()
+                raise self._map_error(response, self.backend_name)
+            yield response
+        except TransportError as err:
+            raise self._transport_error(err, request) from err
+        finally:
+            await response.aclose()
 
-    def _transport_error(self, err: httpx.HTTPError) -> BackendError:
+    def _transport_error(self, err: TransportError, request: Request) -> BackendError:
         name = self.backend_name
-        if isinstance(err, httpx.TimeoutException):
+        if isinstance(err, TransportTimeout):
             return BackendTimeoutError(
-                f"Backend {name!r} did not answer in time ({type(err).__name__}).",
+                f"Backend {name!r} did not answer in time ({err}).",
                 backend=name,
-                details={"timeout_seconds": self.timeout_seconds},
+                details={"timeout_seconds": request.timeout},
             )
-        if isinstance(err, httpx.TransportError):
-            return BackendConnectionError(
-                f"Backend {name!r} could not be reached: {err or type(err).__name__}.",
-                backend=name,
-            )
-        return BackendUnexpectedError(
-            f"HTTP error talking to backend {name!r}: {err}.", backend=name
+        return BackendConnectionError(
+            f"Backend {name!r} could not be reached: {err}.", backend=name
         )
 
-    def _backoff(self, attempt: int, response: httpx.Response | None) -> float:
+    def _backoff(self, attempt: int, response: Response | None) -> float:
         if response is not None:
             retry_after = response.headers.get("retry-after", "")
             if retry_after.isdigit():
@@ -174,4 +209,4 @@ class HttpClient:
         return delay * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not cryptography
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._transport.aclose()

@@ -73,14 +73,14 @@ def _fresh_routing_state() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _mockable_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Backends are mocked (respx) inside httpx's own transport, so tests that mock
-    use it; live tests keep the real one, aiohttp's (tests/test_transport.py covers it)."""
+    """Backends are mocked with httpx's mocks (respx), so tests that mock send through
+    httpx (tests/httpx_transport.py); live tests keep the product's aiohttp transport,
+    which tests/test_transport.py covers on real sockets."""
     if request.node.get_closest_marker("live") is None:
-        import httpx
-
         from backends import http
+        from tests.httpx_transport import HttpxTransport
 
-        monkeypatch.setattr(http, "network_transport", httpx.AsyncHTTPTransport)
+        monkeypatch.setattr(http, "network_transport", HttpxTransport)
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,7 @@ from backends.errors import (
 )
 from backends.http import HttpClient
 from tests.captured import body, response
+from tests.httpx_transport import HttpxTransport
 
 CONFIG = BackendConfig(
     id=1,
@@ -42,7 +43,7 @@ def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def adapter(handler: Handler) -> FlowiseBackend:
-    return FlowiseBackend.build(CONFIG, transport=httpx.MockTransport(handler))
+    return FlowiseBackend.build(CONFIG, transport=HttpxTransport(httpx.MockTransport(handler)))
 
 
 def always(name: str, sent: list[httpx.Request] | None = None) -> Handler:

@@ -18,6 +18,7 @@ from backends.errors import (
     BackendValidationError,
 )
 from tests.captured import body, response
+from tests.httpx_transport import HttpxTransport
 
 CONFIG = BackendConfig(
     id=2,
@@ -33,7 +34,7 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 
 def adapter(handler: Handler) -> LangflowBackend:
-    return LangflowBackend.build(CONFIG, transport=httpx.MockTransport(handler))
+    return LangflowBackend.build(CONFIG, transport=HttpxTransport(httpx.MockTransport(handler)))
 
 
 def always(name: str, sent: list[httpx.Request] | None = None) -> Handler:

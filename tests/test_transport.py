@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import pytest
+from yarl import URL
 
 from backends.errors import BackendConnectionError, BackendError, BackendTimeoutError
 from backends.http import HttpClient
-from backends.transport import AiohttpTransport
+from backends.transport import AiohttpTransport, Response
 
 Handler = Callable[[dict[str, Any], asyncio.StreamWriter], Awaitable[None]]
 
@@ -61,7 +61,7 @@ async def server(handler: Handler) -> AsyncIterator[str]:
 
 
 def client(base_url: str, timeout: float = 5.0) -> HttpClient:
-    def map_error(response: httpx.Response, backend: str) -> BackendError:
+    def map_error(response: Response, backend: str) -> BackendError:
         return BackendError(f"HTTP {response.status_code}", backend=backend)
 
     return HttpClient(
@@ -82,7 +82,7 @@ def test_a_json_request_and_its_answer_cross_the_wire_intact() -> None:
         body = json.dumps({"text": "Réponse", "got": json.loads(request["body"])}).encode()
         writer.write(_response(200, body, {"Content-Type": "application/json; charset=utf-8"}))
 
-    async def run() -> httpx.Response:
+    async def run() -> Response:
         async with server(echo) as url:
             http = client(url)
             try:
@@ -233,3 +233,42 @@ def test_hundreds_of_requests_at_once_share_the_pool() -> None:
         return [r.json()["i"] for r in responses]
 
     assert asyncio.run(run()) == list(range(300))
+
+
+def _lines_of(chunks: list[bytes], content_type: str = "text/event-stream") -> list[str]:
+    async def arrive() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    response = Response(200, {"content-type": content_type}, URL("http://x/"), chunks=arrive())
+
+    async def read() -> list[str]:
+        return [line async for line in response.aiter_lines()]
+
+    return asyncio.run(read())
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"data: a\r\n\r\ndata: \xc3\xa9\r\n"],
+        [b"data: a\r", b"\n\r", b"\ndata: \xc3", b"\xa9\r\n"],  # CRLF and UTF-8 cut in two
+        [b"d", b"ata: a\r\n", b"\r\n", b"data: \xc3\xa9", b"\r\n"],
+    ],
+)
+def test_lines_are_the_same_however_the_body_is_cut(chunks: list[bytes]) -> None:
+    assert _lines_of(chunks) == ["data: a", "", "data: é"]
+
+
+def test_lines_end_at_lf_cr_or_crlf_and_a_last_line_needs_no_end() -> None:
+    assert _lines_of([b"one\ntwo\rthree\r\nfour"]) == ["one", "two", "three", "four"]
+
+
+def test_a_declared_charset_decodes_the_text() -> None:
+    response = Response(
+        200,
+        {"content-type": "text/plain; charset=ISO-8859-1"},
+        URL("http://x/"),
+        content=b"caf\xe9",
+    )
+    assert response.text == "café"

@@ -10,19 +10,19 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
-import httpx
 from asgiref.sync import async_to_sync
 
 from backends.adapters.base import BackendConfig, FlowBackend
 from backends.adapters.flowise import FlowiseBackend
 from backends.adapters.langflow import LangflowBackend
+from backends.transport import Transport
 
 ADAPTERS: dict[str, type[FlowBackend]] = {
     "flowise": FlowiseBackend,
     "langflow": LangflowBackend,
 }
 
-# An httpx.AsyncClient belongs to the event loop it first ran on, so the pool
+# An aiohttp session belongs to the event loop it first ran on, so the pool
 # is kept per loop: one client per backend inside a server's loop, and a fresh
 # set for each asyncio.run() of a command or task (dropped with its loop).
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[object, ...], FlowBackend]]
@@ -30,9 +30,7 @@ _pools = weakref.WeakKeyDictionary()
 _closing: set[asyncio.Task[None]] = set()  # keeps close tasks alive until they finish
 
 
-def build_adapter(
-    config: BackendConfig, transport: httpx.AsyncBaseTransport | None = None
-) -> FlowBackend:
+def build_adapter(config: BackendConfig, transport: Transport | None = None) -> FlowBackend:
     """A new adapter with its own client (tests pass a transport)."""
     try:
         adapter_class = ADAPTERS[config.kind]

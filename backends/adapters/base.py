@@ -12,10 +12,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
-import httpx
-
 from backends.errors import BackendError
 from backends.http import HttpClient
+from backends.transport import Response, Transport
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ class FlowBackend(abc.ABC):
 
     @staticmethod
     @abc.abstractmethod
-    def map_error(response: httpx.Response, backend: str) -> BackendError:
+    def map_error(response: Response, backend: str) -> BackendError:
         """Turn the server's error response into the right typed error."""
 
     @staticmethod
@@ -101,9 +100,7 @@ class FlowBackend(abc.ABC):
         """The headers that carry the backend's API key, in the server's own way."""
 
     @classmethod
-    def build(
-        cls, config: BackendConfig, transport: httpx.AsyncBaseTransport | None = None
-    ) -> Self:
+    def build(cls, config: BackendConfig, transport: Transport | None = None) -> Self:
         """An adapter with its own pooled client (tests pass a mock transport)."""
         http = HttpClient(
             base_url=config.base_url,

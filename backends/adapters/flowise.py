@@ -16,8 +16,6 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import httpx
-
 from backends.adapters.base import (
     DiscoveredFlow,
     Exchange,
@@ -35,6 +33,7 @@ from backends.errors import (
     BackendValidationError,
 )
 from backends.http import body_excerpt, json_body, ms_since
+from backends.transport import Response
 
 PAGE_SIZE = 100
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
@@ -44,7 +43,7 @@ _PARAMETER_NAMES = {"max_tokens": "maxTokens", "top_p": "topP"}
 _JSON_STRING_FIELDS = ("flowData", "apiConfig", "chatbotConfig", "analytic", "speechToText")
 
 
-def map_error(response: httpx.Response, backend: str) -> BackendError:
+def map_error(response: Response, backend: str) -> BackendError:
     """Turn a Flowise error response into the right typed error."""
     status = response.status_code
     message = _error_message(response)
@@ -62,7 +61,7 @@ def map_error(response: httpx.Response, backend: str) -> BackendError:
     return BackendUnexpectedError(text, **args, details={"body": body_excerpt(response)})
 
 
-def _error_message(response: httpx.Response) -> str:
+def _error_message(response: Response) -> str:
     try:
         body = response.json()
     except ValueError:
@@ -78,11 +77,11 @@ def _is_bad_input(lowered_message: str) -> bool:
     return any(marker in lowered_message for marker in markers)
 
 
-def _json_or_not_found(response: httpx.Response, backend: str) -> Any:
+def _json_or_not_found(response: Response, backend: str) -> Any:
     """Flowise answers unknown routes with 200 and its UI's HTML page: treat as not found."""
     if response.headers.get("content-type", "").startswith("text/html"):
         raise BackendNotFoundError(
-            f"Flowise backend {backend!r} has no such route ({response.request.url.path}): "
+            f"Flowise backend {backend!r} has no such route ({response.url.path}): "
             "it answered with its web page. Is it a different Flowise version?",
             backend=backend,
             http_status=response.status_code,
@@ -315,7 +314,7 @@ def map_stream_error(message: str, backend: str) -> BackendError:
     return BackendUnexpectedError(text, backend=backend)
 
 
-async def _sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+async def _sse_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
     """Flowise's stream: ``message:`` then ``data:{"event": ..., "data": ...}`` lines."""
     async for line in response.aiter_lines():
         if not line.startswith("data:"):

@@ -14,8 +14,6 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import httpx
-
 from backends.adapters.base import (
     DiscoveredFlow,
     Exchange,
@@ -33,6 +31,7 @@ from backends.errors import (
     BackendValidationError,
 )
 from backends.http import body_excerpt, json_body, ms_since
+from backends.transport import Response
 
 PAGE_SIZE = 100  # Langflow's maximum page size
 
@@ -58,7 +57,7 @@ def error_message(detail: Any) -> str:
     return str(detail)
 
 
-def map_error(response: httpx.Response, backend: str) -> BackendError:
+def map_error(response: Response, backend: str) -> BackendError:
     """Turn a Langflow error response into the right typed error."""
     status = response.status_code
     try:
@@ -273,7 +272,7 @@ def _stream_error(text: str, backend: str) -> BackendError:
     return BackendUnexpectedError(f"Langflow backend {backend!r}: {message}", backend=backend)
 
 
-async def _json_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
+async def _json_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
     """Langflow's stream: one bare JSON object per event, separated by blank lines."""
     async for line in response.aiter_lines():
         line = line.strip()

@@ -1,0 +1,64 @@
+"""A transport for the backend clients that sends through httpx, for the unit tests.
+
+The product carries backend requests on aiohttp (backends/transport.py,
+proven against real sockets in tests/test_transport.py and against the real
+servers in tests/live/). Unit tests stand backends in with httpx's mocks:
+respx, which patches httpx's network layer, and ``httpx.MockTransport``
+handlers fed with responses captured from the real servers. This transport
+lets HttpClient and the adapters run unchanged on top of those mocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+
+from backends.transport import Request, Response, TransportError, TransportTimeout
+
+
+class HttpxTransport:
+    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._client = httpx.AsyncClient(transport=transport or httpx.AsyncHTTPTransport())
+
+    async def send(self, request: Request, *, stream: bool = False) -> Response:
+        built = self._client.build_request(
+            request.method,
+            str(request.url),
+            headers=dict(request.headers),
+            content=request.body,
+            timeout=httpx.Timeout(request.timeout, connect=request.connect_timeout),
+        )
+        try:
+            response = await self._client.send(built, stream=stream)
+        except httpx.HTTPError as err:
+            raise _transport_error(err) from err
+        if not stream:
+            return Response(
+                response.status_code, response.headers, request.url, content=response.content
+            )
+        return Response(
+            response.status_code,
+            response.headers,
+            request.url,
+            chunks=_chunks(response),
+            release=response.aclose,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_bytes():
+            yield chunk
+    except httpx.HTTPError as err:
+        raise _transport_error(err) from err
+
+
+def _transport_error(err: httpx.HTTPError) -> TransportError:
+    message = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    if isinstance(err, httpx.TimeoutException):
+        return TransportTimeout(message)
+    return TransportError(message)
