@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any, cast
 
 import httpx
@@ -118,7 +119,7 @@ async def test_the_dry_run_takes_the_fast_lane_too(world: World, raw_api_key: st
     assert routed.json()["selected"]["backend"] == "fw"
 
 
-async def test_shutdown_closes_backend_clients_and_lets_decisions_land(
+async def test_startup_freezes_and_shutdown_closes_clients_and_lets_decisions_land(
     world: World, raw_api_key: str
 ) -> None:
     from backends.adapters import _pools
@@ -143,8 +144,14 @@ async def test_shutdown_closes_backend_clients_and_lets_decisions_land(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    await application({"type": "lifespan"}, receive, send)
+    gc.unfreeze()  # so that what is frozen below was frozen by start-up
+    try:
+        await application({"type": "lifespan"}, receive, send)
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
 
+    assert frozen > 0, "start-up's objects are out of the collector's sight"
     assert [m["type"] for m in sent] == [
         "lifespan.startup.complete",
         "lifespan.shutdown.complete",
