@@ -115,19 +115,19 @@ def _turns(history: Sequence[PastTurn]) -> list[Turn]:
     return [Turn(t.question, t.intent, t.answer) for t in history]
 
 
-def _record(
+async def _record(
     query: _Query, data: DecisionData, state: RoutingState, answer: CachedAnswer | None = None
 ) -> None:
-    """Remember the turn for the conversation at once; write the rows (and cache the
-    answer) behind the answer."""
+    """Write the rows (and cache the answer) behind the answer; remember the turn for
+    the conversation before the answer goes out."""
+    record_later(data, performance_window=state.policy.performance_window, answer=answer)
     if data.answer is not None and query.session_id is not None:
-        session_remember(
+        await session_remember(
             tenant_id=query.tenant.pk,
             session_id=query.session_id,
             recent=query.history,
             turn=PastTurn(data.question, data.answer, data.intent, data.backend_id),
         )
-    record_later(data, performance_window=state.policy.performance_window, answer=answer)
 
 
 async def _open_session(query: _Query) -> None:
@@ -186,7 +186,7 @@ async def _prepare(request: QueryRequest, tenant: Tenant, state: RoutingState) -
         )
         query.mark("route_ms")
     except ApplicationError as err:
-        _record(query, query.decision("rejected", error_type=err.type), state)
+        await _record(query, query.decision("rejected", error_type=err.type), state)
         err.details.setdefault("request_id", str(query.request_id))
         raise
     return query
@@ -258,7 +258,7 @@ async def _conclude(
     query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
     if result is not None and winner is not None:
         outcome = "success" if len(attempts) == 1 else "fallback"
-        _record(
+        await _record(
             query,
             query.decision(
                 outcome,
@@ -286,7 +286,7 @@ async def _conclude(
         )
     cached = answer_recall(query.tenant.pk, intent, query.backend_question)
     if cached is not None:
-        _record(
+        await _record(
             query,
             query.decision("cached", attempts=tuple(attempts), answer=cached["answer"]),
             state,
@@ -295,7 +295,9 @@ async def _conclude(
         routing["cached_from"] = {"backend": cached["backend"], "flow": cached["flow"]}
         return _response(query, cached["answer"], routing)
     last_error = attempts[-1].error_type if attempts else "AllBackendsDown"
-    _record(query, query.decision("failed", attempts=tuple(attempts), error_type=last_error), state)
+    await _record(
+        query, query.decision("failed", attempts=tuple(attempts), error_type=last_error), state
+    )
     raise AllBackendsFailedError(
         f"No backend could answer the {intent!r} question"
         + ("." if attempts else ": every backend with a matching flow is down."),
@@ -312,7 +314,7 @@ async def _answer(request: QueryRequest, tenant: Tenant) -> dict[str, Any]:
     query = await _prepare(request, tenant, state)
     if query.local_answer is not None:
         query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
-        _record(query, query.decision("success", answer=query.local_answer), state)
+        await _record(query, query.decision("success", answer=query.local_answer), state)
         return _response(query, query.local_answer, _routing_block(query, winner=None, attempts=()))
     chain = await run_chain(
         query.planned.candidates,
@@ -354,7 +356,7 @@ async def _stream_producer(
         if query.local_answer is not None:
             await queue.put({"event": "chunk", "text": query.local_answer})
             query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
-            _record(query, query.decision("success", answer=query.local_answer), state)
+            await _record(query, query.decision("success", answer=query.local_answer), state)
             routing = _routing_block(query, winner=None, attempts=())
             await queue.put({"event": "end", **_response(query, query.local_answer, routing)})
             return

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from flywheel.cache import shared_cache
+from flywheel.cache import shared_cache, shared_cache_set
 from flywheel.errors import NotFoundError, ValidationError
 from routing.models import Session, Turn
 
@@ -45,12 +45,12 @@ def _cached(key: uuid.UUID) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
+def _entry(tenant_id: int, turns: list[PastTurn]) -> dict[str, Any]:
+    return {"tenant": tenant_id, "turns": [asdict(t) for t in turns[-RECENT_TURNS:]]}
+
+
 def _cache(key: uuid.UUID, tenant_id: int, turns: list[PastTurn]) -> None:
-    shared_cache().set(
-        SESSION_KEY.format(id=key),
-        {"tenant": tenant_id, "turns": [asdict(t) for t in turns[-RECENT_TURNS:]]},
-        SESSION_CACHE_SECONDS,
-    )
+    shared_cache().set(SESSION_KEY.format(id=key), _entry(tenant_id, turns), SESSION_CACHE_SECONDS)
 
 
 def session_new(*, tenant_id: int) -> uuid.UUID:
@@ -92,11 +92,16 @@ def session_recent(
     return key, turns
 
 
-def session_remember(
+async def session_remember(
     *, tenant_id: int, session_id: uuid.UUID, recent: list[PastTurn], turn: PastTurn
 ) -> None:
-    """Cache the session's recent turns (as read at the start of the query) plus this one."""
-    _cache(session_id, tenant_id, [*recent, turn])
+    """Cache the session's recent turns (as read at the start of the query) plus this one.
+
+    Returns once they are stored; concurrent queries share the round trip.
+    """
+    await shared_cache_set(
+        SESSION_KEY.format(id=session_id), _entry(tenant_id, [*recent, turn]), SESSION_CACHE_SECONDS
+    )
 
 
 def session_get(*, tenant_id: int, session_id: str) -> Session:
