@@ -49,6 +49,14 @@ def as_positive_float(raw: str) -> float:
     return value
 
 
+def as_fraction(raw: str) -> float:
+    """A number from 0 to 1 (a confidence, a share)."""
+    value = float(raw)
+    if not 0 <= value <= 1:
+        raise ValueError("must be between 0 and 1")
+    return value
+
+
 def as_positive_int(raw: str) -> int:
     value = int(raw)
     if value <= 0:

@@ -15,6 +15,7 @@ from flywheel.env import (
     as_cache,
     as_choice,
     as_database,
+    as_fraction,
     as_list,
     as_positive_float,
     as_positive_int,
@@ -230,5 +231,10 @@ LLM_API_KEY = read("LLM_API_KEY", str, "")
 LLM_MODEL = read("LLM_MODEL", str, "gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = read("LLM_TIMEOUT_SECONDS", as_positive_float, 2.0)
 
-# Seed 004: GLOBAL / LOCAL / HYBRID query-type routing, off by default.
+# Seed 004: GLOBAL / LOCAL / HYBRID query-type routing, off by default. Below the
+# threshold the LLM decides when QUERY_ROUTING_USE_LLM is on and LLM_BASE_URL is
+# set (with its own model, LLM_MODEL by default); otherwise the answer is HYBRID.
 QUERY_ROUTING_ENABLED = read("QUERY_ROUTING_ENABLED", as_bool, False)
+QUERY_ROUTING_USE_LLM = read("QUERY_ROUTING_USE_LLM", as_bool, False)
+QUERY_ROUTING_LLM_MODEL = read("QUERY_ROUTING_LLM_MODEL", str, "") or LLM_MODEL
+QUERY_ROUTING_CONFIDENCE_THRESHOLD = read("QUERY_ROUTING_CONFIDENCE_THRESHOLD", as_fraction, 0.7)

@@ -23,10 +23,10 @@ from analytics.selectors import decision_get, decisions_for
 from flywheel.asyncapi import async_api, json_body
 from flywheel.asyncdb import db
 from flywheel.authentication import request_api_key
-from flywheel.errors import NotFoundError, ValidationError
+from flywheel.errors import NotFoundError
 from flywheel.models import ApiKey
 from routing import querytype_service
-from routing.requests import query_request
+from routing.requests import query_request, query_type_request
 from routing.service import answer_question, route_question, stream_answer
 from routing.sessions import session_get
 
@@ -88,19 +88,9 @@ def _router_enabled() -> None:
 async def query_router_route(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """POST /api/v1/query-router/route {"query"}: GLOBAL / LOCAL / HYBRID with reasoning."""
     _router_enabled()
-    data = json_body(request)
-    if not isinstance(data, dict):
-        raise ValidationError("The request body must be a JSON object.")
-    errors = {name: "Unknown field." for name in data if name != "query"}
-    question = data.get("query")
-    if not isinstance(question, str) or not question.strip() or len(question) > 10_000:
-        errors["query"] = "Required: 1-10000 characters."
-    if errors:
-        # The tenant comes from the API key: a tenant_id in the body is refused, not trusted.
-        raise ValidationError("The query is not valid.", details={"fields": errors})
-    question = str(question)
+    question = query_type_request(json_body(request))
     tenant = api_key.tenant  # loaded with the key
-    result = await querytype_service.route_query_type(question.strip(), tenant_slug=tenant.slug)
+    result = await querytype_service.route_query_type(question, tenant_slug=tenant.slug)
     return JsonResponse(result)
 
 

@@ -50,6 +50,20 @@ def llm_config() -> LLMConfig | None:
     )
 
 
+def query_type_llm_config() -> LLMConfig | None:
+    """The LLM for query types (seed 004): None unless QUERY_ROUTING_USE_LLM is on and an
+    LLM is configured; its model is QUERY_ROUTING_LLM_MODEL, and it gets 500 ms (AC 6)."""
+    config = llm_config()
+    if config is None or not settings.QUERY_ROUTING_USE_LLM:
+        return None
+    return LLMConfig(
+        base_url=config.base_url,
+        model=settings.QUERY_ROUTING_LLM_MODEL,
+        api_key=config.api_key,
+        timeout_seconds=min(config.timeout_seconds, QUERY_TYPE_TIMEOUT_SECONDS),
+    )
+
+
 def _client() -> httpx.AsyncClient:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
@@ -58,10 +72,9 @@ def _client() -> httpx.AsyncClient:
     return client
 
 
-async def chat(
-    config: LLMConfig, system: str, user: str, *, timeout: float | None = None
-) -> str | None:
-    """One chat completion at temperature 0; None on any failure (or after ``timeout``)."""
+async def chat(config: LLMConfig, system: str, user: str) -> str | None:
+    """One chat completion at temperature 0; None on any failure, or once
+    ``config.timeout_seconds`` have passed, however far the call has got."""
     headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
     body = {
         "model": config.model,
@@ -70,15 +83,17 @@ async def chat(
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
     }
     try:
-        response = await _client().post(
-            f"{config.base_url}/chat/completions",
-            json=body,
-            headers=headers,
-            timeout=min(config.timeout_seconds, timeout or config.timeout_seconds),
-        )
+        # httpx's timeout bounds each step (connect, each read); this bounds the whole call.
+        async with asyncio.timeout(config.timeout_seconds):
+            response = await _client().post(
+                f"{config.base_url}/chat/completions",
+                json=body,
+                headers=headers,
+                timeout=config.timeout_seconds,
+            )
         response.raise_for_status()
         return str(response.json()["choices"][0]["message"]["content"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
+    except (TimeoutError, httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
         # The error's text can carry the URL, never the key (it is a header).
         logger.warning("LLM classification unavailable: %s", type(err).__name__)
         return None
@@ -137,10 +152,5 @@ def parse_query_type(answer: str) -> tuple[str, float, str] | None:
 
 
 async def llm_query_type(config: LLMConfig, question: str) -> tuple[str, float, str] | None:
-    answer = await chat(
-        config,
-        QUERY_TYPE_PROMPT,
-        f"Query:\n<<<\n{question[:4000]}\n>>>",
-        timeout=QUERY_TYPE_TIMEOUT_SECONDS,
-    )
+    answer = await chat(config, QUERY_TYPE_PROMPT, f"Query:\n<<<\n{question[:4000]}\n>>>")
     return None if answer is None else parse_query_type(answer)

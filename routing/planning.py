@@ -77,10 +77,11 @@ async def classify_type(state: RoutingState, question: str) -> QueryTypeDecision
 
 
 async def decide_query_type(state: RoutingState, question: str) -> QueryTypeDecision:
-    """Rules, then the LLM when unsure (if configured and enabled), then HYBRID if still unsure."""
+    """Rules, then the LLM when unsure (QUERY_ROUTING_USE_LLM and an LLM configured), then
+    HYBRID if still below QUERY_ROUTING_CONFIDENCE_THRESHOLD."""
     decision = classify_query_type(state.rules, question)
-    threshold = state.policy.confidence_threshold
-    config = llm.llm_config() if state.policy.llm_classification_enabled else None
+    threshold = settings.QUERY_ROUTING_CONFIDENCE_THRESHOLD
+    config = llm.query_type_llm_config()
     if decision.confidence < threshold and config is not None:
         answered = await llm.llm_query_type(config, question)
         if answered is not None:

@@ -47,10 +47,11 @@ def patterns() -> dict[str, Any]:
 
 def status() -> dict[str, Any]:
     state = routing_state()
+    config = llm.query_type_llm_config()
     return {
         "enabled": settings.QUERY_ROUTING_ENABLED,
-        "use_llm": state.policy.llm_classification_enabled and llm.llm_config() is not None,
-        "llm_model": settings.LLM_MODEL if settings.LLM_BASE_URL else None,
-        "confidence_threshold": state.policy.confidence_threshold,
+        "use_llm": config is not None,
+        "llm_model": config.model if config is not None else None,
+        "confidence_threshold": settings.QUERY_ROUTING_CONFIDENCE_THRESHOLD,
         "patterns": {scope: len(rules) for scope, rules in state.rules.scopes.items()},
     }

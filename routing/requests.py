@@ -99,3 +99,20 @@ def query_request(data: Mapping[str, Any]) -> QueryRequest:
         parameters=dict(parameters),
         include_routing_metadata=bool(include),
     )
+
+
+def query_type_request(data: Any) -> str:
+    """The question of a query-router call (seed 004): ``{"query"}`` and nothing else.
+
+    The tenant comes from the caller's API key, so a ``tenant_id`` (or any
+    other field) in the body is refused, never trusted (AC 8).
+    """
+    if not isinstance(data, Mapping):
+        raise ValidationError("The request body must be a JSON object.")
+    errors = {name: "Unknown field." for name in data if name != "query"}
+    question = data.get("query")
+    if not isinstance(question, str) or not question.strip() or len(question) > MAX_QUESTION:
+        errors["query"] = f"Required: 1-{MAX_QUESTION} characters."
+    if errors:
+        raise ValidationError("The query is not valid.", details={"fields": errors})
+    return str(question).strip()

@@ -8,6 +8,7 @@ from io import StringIO
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from analytics.models import RoutingDecision
@@ -15,7 +16,7 @@ from flywheel.models import Tenant
 from flywheel.services import api_key_create
 from routing.recording import drain
 from tests.captured import response
-from tests.routing_world import FW_ANSWER, World
+from tests.routing_world import FW_ANSWER, World, refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -173,6 +174,70 @@ def test_the_route_command_prints_one_json_object_per_stdin_line(
     }
     assert lines[0]["selected"]["backend"] == "fw"
     assert not RoutingDecision.objects.exists()
+
+
+LOCAL_REVIEW = "Can you review this function for bugs?"  # code-review, and LOCAL
+
+
+def _scoped(world: World) -> None:
+    """fw's reviewer matches code-review best, but serves corpus-wide (GLOBAL) questions;
+    lf's echo serves questions about one thing (LOCAL)."""
+    world.fw_flow.scope, world.lf_flow.scope = "global", "local"
+    world.fw_flow.save()
+    world.lf_flow.save()
+    refresh()
+
+
+def test_without_query_routing_scope_is_ignored(world: World, api_client: APIClient) -> None:
+    _scoped(world)
+
+    body = api_client.post("/api/v1/query", {"question": LOCAL_REVIEW}, format="json").json()
+
+    assert body["routing"]["query_type"] is None
+    assert body["routing"]["backend"] == "fw"
+
+
+@override_settings(QUERY_ROUTING_ENABLED=True)
+def test_with_query_routing_a_flow_whose_scope_fits_wins(
+    world: World, api_client: APIClient
+) -> None:
+    _scoped(world)
+
+    body = api_client.post("/api/v1/query", {"question": LOCAL_REVIEW}, format="json").json()
+    out = StringIO()
+    call_command("route", "--json", LOCAL_REVIEW, stdout=out)
+    dry_run = json.loads(out.getvalue())
+
+    assert body["routing"]["query_type"]["query_type"] == "LOCAL"
+    assert body["routing"]["backend"] == "lf"
+    assert body["answer"] == "hello langflow"
+    assert (dry_run["query_type"], dry_run["selected"]["backend"]) == ("LOCAL", "lf")
+    assert dry_run["query_type_confidence"] >= 0.7
+    drain()
+    assert RoutingDecision.objects.get().query_type == "LOCAL"
+
+
+@override_settings(QUERY_ROUTING_ENABLED=True)
+def test_the_route_command_prints_a_readable_plan(world: World) -> None:
+    out = StringIO()
+
+    call_command("route", LOCAL_REVIEW, stdout=out)
+
+    printed = out.getvalue()
+    assert "intent code-review" in printed
+    assert "LOCAL 0.78" in printed
+    assert "fw / reviewer" in printed
+
+
+def test_the_route_command_reports_an_unavailable_backend(world: World) -> None:
+    world.set_health(world.lf, healthy=False, cooldown=True)
+    out = StringIO()
+
+    call_command("route", "--json", "--backend", "lf", REVIEW, stdout=out)
+
+    line = json.loads(out.getvalue())
+    assert line["selected"] is None
+    assert line["error"]["type"] == "BackendUnavailable"
 
 
 def test_the_ask_command_prints_the_answer_and_routing(world: World) -> None:

@@ -1,6 +1,14 @@
-"""Seed 004 query-type routing: acceptance criteria 1-3, 8-10, and its endpoints."""
+"""Seed 004 query-type routing: acceptance criteria 1-3, 6, 8-10, and its endpoints.
+
+AC 5 and AC 7 (rules under 10 ms, under 50 ms in all) are speed figures:
+bench/routing_decision.py measures them.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import json
+import time
 
 import httpx
 import pytest
@@ -56,14 +64,23 @@ def test_ac2_specific_questions_are_local(question: str) -> None:
 
     assert decision.query_type == LOCAL
     assert decision.confidence >= 0.7
+    assert (decision.global_weight, decision.local_weight) == (0.0, 1.0)
 
 
 def test_ac3_a_question_with_both_signals_is_hybrid_and_weighted() -> None:
     decision = _decide("What are the main themes, and who is the author of chapter 3?")
 
+    # The weights are each side's share of the matched patterns' weight.
+    weight = {
+        scope: sum(r.weight for r in rules if r.pattern in decision.evidence[scope])
+        for scope, rules in intent_rules().scopes.items()
+    }
+    share = weight["global"] / (weight["global"] + weight["local"])
     assert decision.query_type == HYBRID
-    assert decision.global_weight + decision.local_weight == pytest.approx(1.0)
-    assert 0 < decision.global_weight < 1
+    assert weight["global"] > 0
+    assert weight["local"] > 0
+    assert decision.global_weight == pytest.approx(share, abs=1e-4)
+    assert decision.local_weight == pytest.approx(1 - share, abs=1e-4)
 
 
 def test_ac9_decisions_carry_confidence_and_reasoning() -> None:
@@ -73,12 +90,37 @@ def test_ac9_decisions_carry_confidence_and_reasoning() -> None:
     assert decision.evidence["global"]
 
 
-def test_ac10_below_the_threshold_hybrid_is_used() -> None:
+def test_a_question_with_no_signal_is_hybrid_half_and_half() -> None:
     unsure = _decide("hello there")
 
     assert unsure.query_type == HYBRID
     assert unsure.confidence < 0.7
     assert (unsure.global_weight, unsure.local_weight) == (0.5, 0.5)
+
+
+def test_ac10_a_leaning_below_the_threshold_becomes_hybrid() -> None:
+    rules_say = classify_query_type(intent_rules(), "Define recursion")
+    decided = below_threshold(rules_say, 0.7)
+
+    assert (rules_say.query_type, rules_say.confidence < 0.7) == (LOCAL, True)
+    assert (decided.query_type, decided.method) == (HYBRID, "fallback")
+    assert (decided.global_weight, decided.local_weight) == (0.25, 0.75)  # still leaning local
+    assert "below" in decided.reasoning
+
+
+@ENABLED
+@pytest.mark.parametrize(("threshold", "expected"), [(0.7, "HYBRID"), (0.6, "LOCAL")])
+def test_ac10_the_threshold_is_query_routing_confidence_threshold(
+    api_client: APIClient, threshold: float, expected: str
+) -> None:
+    with override_settings(QUERY_ROUTING_CONFIDENCE_THRESHOLD=threshold):
+        body = api_client.post(
+            "/api/v1/query-router/route", {"query": "Define recursion"}, format="json"
+        ).json()
+        status = api_client.get("/api/v1/query-router/status").json()
+
+    assert body["query_type"] == expected
+    assert status["confidence_threshold"] == threshold
 
 
 def test_llm_answers_are_parsed_strictly() -> None:
@@ -140,14 +182,19 @@ def test_patterns_endpoint_lists_both_scopes(api_client: APIClient) -> None:
     assert body["local"]
 
 
+LLM = override_settings(
+    LLM_BASE_URL="http://llm.test/v1",
+    LLM_API_KEY="sk-x",
+    QUERY_ROUTING_USE_LLM=True,
+    QUERY_ROUTING_LLM_MODEL="small-model",
+)
+
+
 @ENABLED
 @respx.mock
-@override_settings(LLM_BASE_URL="http://llm.test/v1", LLM_API_KEY="sk-x")
+@LLM
 def test_the_llm_settles_an_unsure_query(api_client: APIClient) -> None:
-    from routing.models import RoutingPolicy
-
-    RoutingPolicy.objects.update(llm_classification_enabled=True)
-    respx.post("http://llm.test/v1/chat/completions").mock(
+    route = respx.post("http://llm.test/v1/chat/completions").mock(
         return_value=httpx.Response(
             200,
             json={
@@ -163,22 +210,40 @@ def test_the_llm_settles_an_unsure_query(api_client: APIClient) -> None:
     ).json()
 
     assert (body["query_type"], body["method"], body["confidence"]) == ("LOCAL", "llm", 0.85)
+    assert json.loads(route.calls.last.request.content)["model"] == "small-model"
 
 
 @ENABLED
 @respx.mock
-@override_settings(LLM_BASE_URL="http://llm.test/v1", LLM_API_KEY="sk-x")
-def test_ac6_the_llm_gets_at_most_500_ms_then_hybrid_stands(api_client: APIClient) -> None:
-    from routing.models import RoutingPolicy
+@override_settings(LLM_BASE_URL="http://llm.test/v1", QUERY_ROUTING_USE_LLM=False)
+def test_without_query_routing_use_llm_the_llm_is_not_asked(api_client: APIClient) -> None:
+    route = respx.post("http://llm.test/v1/chat/completions")
 
-    RoutingPolicy.objects.update(llm_classification_enabled=True)
-    route = respx.post("http://llm.test/v1/chat/completions").mock(
-        side_effect=httpx.ReadTimeout("too slow")
-    )
+    body = api_client.post(
+        "/api/v1/query-router/route", {"query": "tell me about Ada"}, format="json"
+    ).json()
+    status = api_client.get("/api/v1/query-router/status").json()
+
+    assert not route.called
+    assert (body["query_type"], body["method"]) == ("HYBRID", "rules")
+    assert (status["use_llm"], status["llm_model"]) == (False, None)
+
+
+@ENABLED
+@respx.mock
+@LLM
+def test_ac6_the_llm_gets_at_most_500_ms_then_hybrid_stands(api_client: APIClient) -> None:
+    async def stalls(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(10)  # a server that accepted the request and says nothing
+        return httpx.Response(200)
+
+    respx.post("http://llm.test/v1/chat/completions").mock(side_effect=stalls)
+    started = time.monotonic()
 
     body = api_client.post(
         "/api/v1/query-router/route", {"query": "tell me about Ada"}, format="json"
     ).json()
 
-    assert route.calls.last.request.extensions["timeout"]["read"] == 0.5
-    assert body["query_type"] == "HYBRID"
+    # The call is abandoned at 0.5 s; the bound leaves room for a loaded machine.
+    assert time.monotonic() - started < 3
+    assert (body["query_type"], body["method"]) == ("HYBRID", "rules")

@@ -50,12 +50,17 @@ class Command(BaseCommand):
                 self.stderr.write(f"{question[:60]!r}: {err.message}")
                 continue
             if options["json"]:
-                self.stdout.write(json.dumps({k: plan[k] for k in FIELDS}))
+                line = {k: plan[k] for k in FIELDS}
+                if plan["error"]:  # why nothing is selected
+                    line["error"] = plan["error"]
+                self.stdout.write(json.dumps(line))
             else:
                 self._print(plan)
 
     def _print(self, plan: dict[str, Any]) -> None:
-        query_type = f", {plan['query_type']}" if plan["query_type"] else ""
+        query_type = ""
+        if plan["query_type"]:
+            query_type = f", {plan['query_type']} {plan['query_type_confidence']:.2f}"
         self.stdout.write(
             f"{plan['question'][:70]!r}\n  intent {plan['intent']} "
             f"({plan['confidence']:.2f}, {plan['method']}{query_type})"
