@@ -64,13 +64,14 @@ def freeze_startup_objects() -> None:
 
 
 async def lifespan(receive: Any, send: Any) -> None:
-    """At start-up, freeze start-up's objects; at shutdown, close the backend
-    clients and let the decisions still being written land, so nothing is
-    cut off mid-way."""
+    """At start-up, freeze start-up's objects. At shutdown, let the answers still
+    being produced finish, close the backend clients and let the decisions
+    still being written land, so nothing is cut off mid-way."""
     from asgiref.sync import sync_to_async
 
     from backends.adapters import close_adapters
     from routing.recording import drain
+    from routing.service import answers_finish
 
     while True:
         message = await receive()
@@ -78,6 +79,7 @@ async def lifespan(receive: Any, send: Any) -> None:
             freeze_startup_objects()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            await answers_finish()  # answers whose clients left are still being produced
             await close_adapters()
             await sync_to_async(drain, thread_sensitive=False)()
             await send({"type": "lifespan.shutdown.complete"})

@@ -10,6 +10,10 @@ spends a few microseconds per decision instead.
 
 The rows are the same as the ORM path's (routing.recording), which other
 databases (SQLite, for ``make run``) keep using; tests run both on PostgreSQL.
+A backend or flow deleted while its query was in flight is treated as its
+foreign keys' delete rules would have treated the rows had they been
+written first: references to it become NULL, and its performance records
+(which cascade) are not written.
 Timestamps come from ``clock_timestamp()``, so rows of one batch keep their
 order by time as well as by id.
 """
@@ -22,8 +26,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection
+from django.db.models import Model
 
 from analytics.models import PerformanceRecord, RoutingDecision
+from backends.models import Backend
+from chatflows.models import Flow
 from routing.models import Session, Turn
 
 if TYPE_CHECKING:
@@ -43,22 +50,33 @@ sessions AS (
 ),
 decisions AS (
     INSERT INTO {decision} ({decision_columns}, created_at)
-    SELECT {decision_columns}, clock_timestamp() FROM batch ORDER BY position
+    SELECT {decision_values}, clock_timestamp() FROM batch ORDER BY position
     RETURNING id, request_id
 ),
 performance AS (
     INSERT INTO {performance}
         (backend_id, flow_id, decision_id, intent, latency_ms, success, error_type, created_at)
-    SELECT (a->>'backend_id')::bigint, (a->>'flow_id')::bigint, decisions.id, batch.intent,
+    SELECT attempt.backend_id, {live_attempt_flow}, decisions.id, batch.intent,
            (a->>'latency_ms')::float8, (a->>'ok')::boolean, a->>'error_type', clock_timestamp()
     FROM batch JOIN decisions USING (request_id)
     CROSS JOIN LATERAL jsonb_array_elements(batch.attempts) WITH ORDINALITY AS x(a, n)
+    CROSS JOIN LATERAL (
+        SELECT (a->>'backend_id')::bigint AS backend_id, (a->>'flow_id')::bigint AS flow_id
+    ) AS attempt
+    WHERE EXISTS (SELECT 1 FROM {backend} WHERE id = attempt.backend_id)
     ORDER BY batch.position, x.n
 )
 INSERT INTO {turn} (session_id, question, answer, intent, backend_id, flow_id, created_at)
-SELECT session_id, question, answer, intent, backend_id, flow_id, clock_timestamp()
+SELECT session_id, question, answer, intent, {live_backend}, {live_flow}, clock_timestamp()
 FROM batch WHERE session_id IS NOT NULL AND answer IS NOT NULL ORDER BY position
 """
+
+
+def _live(model: type[Model], value: str) -> str:
+    """``value`` if a row of ``model`` has it as primary key, else NULL."""
+    table, pk = model._meta.db_table, model._meta.pk.column
+    # Names from the models and this module, never from input.
+    return f"(SELECT {pk} FROM {table} WHERE {pk} = {value})"  # noqa: S608
 
 
 @functools.cache
@@ -67,13 +85,26 @@ def _statement() -> str:
     fields = [
         f for f in RoutingDecision._meta.concrete_fields if f.attname not in {"id", "created_at"}
     ]
+    # References to backends and flows that may have gone since the query started.
+    deletable: dict[object, type[Model]] = {Backend: Backend, Flow: Flow}
+    values = [
+        _live(deletable[f.related_model], f"batch.{f.column}")
+        if f.related_model in deletable
+        else f"batch.{f.column}"
+        for f in fields
+    ]
     return _SQL.format(
         session=Session._meta.db_table,
         decision=RoutingDecision._meta.db_table,
         performance=PerformanceRecord._meta.db_table,
         turn=Turn._meta.db_table,
+        backend=Backend._meta.db_table,
         decision_columns=", ".join(f.column for f in fields),
+        decision_values=", ".join(values),
         decision_types=", ".join(f"{f.column} {f.db_type(connection)}" for f in fields),
+        live_attempt_flow=_live(Flow, "attempt.flow_id"),
+        live_backend=_live(Backend, "batch.backend_id"),
+        live_flow=_live(Flow, "batch.flow_id"),
     )
 
 

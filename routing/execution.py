@@ -14,7 +14,7 @@ from typing import Any
 
 from backends.adapters import get_adapter
 from backends.adapters.base import BackendConfig, Exchange, ExecutionResult, StreamEvent
-from backends.errors import BackendError
+from backends.errors import BackendError, BackendNotFoundError
 from backends.http import ms_since
 from backends.models import Backend
 from backends.services import backend_config
@@ -33,8 +33,13 @@ def forget_configs() -> None:
     _configs.clear()
 
 
-def _load_config(backend_id: int) -> BackendConfig:
-    return backend_config(Backend.objects.get(pk=backend_id))
+def _load_config(backend: BackendEntry) -> BackendConfig:
+    try:
+        return backend_config(Backend.objects.get(pk=backend.id))
+    except Backend.DoesNotExist as err:  # deleted since the routing state was published
+        raise BackendNotFoundError(
+            f"Backend {backend.name!r} no longer exists.", backend=backend.name
+        ) from err
 
 
 async def config_for(backend: BackendEntry) -> BackendConfig:
@@ -43,7 +48,7 @@ async def config_for(backend: BackendEntry) -> BackendConfig:
         return cached[1]
     # Queries that find the memo cold together (a burst to a backend) share one read.
     config = await _config_loads.do(
-        (backend.id, backend.version), lambda: db(_load_config)(backend.id)
+        (backend.id, backend.version), lambda: db(_load_config)(backend)
     )
     _configs[backend.id] = (backend.version, config)
     return config
@@ -107,9 +112,9 @@ async def run_chain(
     attempts: list[Attempt] = []
     chain_started = time.perf_counter()
     for candidate in candidates:
-        adapter = get_adapter(await config_for(candidate.backend))
         started = time.perf_counter()
         try:
+            adapter = get_adapter(await config_for(candidate.backend))
             result = await adapter.execute_flow(
                 candidate.flow.external_id,
                 question,
@@ -152,11 +157,11 @@ async def stream_chain(
     chain_started = time.perf_counter()
     try:
         for candidate in candidates:
-            adapter = get_adapter(await config_for(candidate.backend))
             started = time.perf_counter()
             sent = False
             end: StreamEvent | None = None
             try:
+                adapter = get_adapter(await config_for(candidate.backend))
                 async for event in adapter.stream_flow(
                     candidate.flow.external_id,
                     question,

@@ -28,6 +28,8 @@ from typing import Any
 from django.db import connection, connections, transaction
 
 from analytics.models import PerformanceRecord, RoutingDecision
+from backends.models import Backend
+from chatflows.models import Flow
 from flywheel.cache import shared_cache
 from routing.batch_sql import decisions_insert
 from routing.execution import Attempt
@@ -113,6 +115,14 @@ def decisions_record(batch: Sequence[DecisionData], *, performance_window: int =
 
 def _orm_insert(batch: Sequence[DecisionData]) -> None:
     """The same rows as batch_sql.decisions_insert, through the ORM (any database)."""
+    live_backends, live_flows = _live_references(batch)
+
+    def backend(backend_id: int | None) -> int | None:
+        return backend_id if backend_id in live_backends else None
+
+    def flow(flow_id: int | None) -> int | None:
+        return flow_id if flow_id in live_flows else None
+
     sessions = {d.session_id: d.tenant_id for d in batch if d.session_id is not None}
     # New sessions are created; known ones get their updated_at moved on.
     Session.objects.bulk_create(
@@ -121,11 +131,14 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
         unique_fields=["id"],
         update_fields=["updated_at"],
     )
-    decisions = RoutingDecision.objects.bulk_create([_decision_row(d) for d in batch])
+    rows = [_decision_row(d) for d in batch]
+    for row in rows:
+        row.backend_id, row.flow_id = backend(row.backend_id), flow(row.flow_id)
+    decisions = RoutingDecision.objects.bulk_create(rows)
     PerformanceRecord.objects.bulk_create(
         PerformanceRecord(
             backend_id=a.backend_id,
-            flow_id=a.flow_id,
+            flow_id=flow(a.flow_id),
             decision=decision,
             intent=data.intent,
             latency_ms=a.latency_ms,
@@ -134,6 +147,7 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
         )
         for data, decision in zip(batch, decisions, strict=True)
         for a in data.attempts
+        if a.backend_id in live_backends  # records of a deleted backend go with it
     )
     Turn.objects.bulk_create(
         Turn(
@@ -141,11 +155,22 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
             question=data.question,
             answer=data.answer,
             intent=data.intent,
-            backend_id=data.backend_id,
-            flow_id=data.flow_id,
+            backend_id=backend(data.backend_id),
+            flow_id=flow(data.flow_id),
         )
         for data in batch
         if data.session_id is not None and data.answer is not None
+    )
+
+
+def _live_references(batch: Sequence[DecisionData]) -> tuple[set[int], set[int]]:
+    """The backends and flows the batch names that still exist (one may have been
+    deleted while its query was in flight)."""
+    backend_ids = {d.backend_id for d in batch} | {a.backend_id for d in batch for a in d.attempts}
+    flow_ids = {d.flow_id for d in batch} | {a.flow_id for d in batch for a in d.attempts}
+    return (
+        set(Backend.objects.filter(pk__in=backend_ids - {None}).values_list("pk", flat=True)),
+        set(Flow.objects.filter(pk__in=flow_ids - {None}).values_list("pk", flat=True)),
     )
 
 

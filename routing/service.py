@@ -1,22 +1,26 @@
 """The universal query: the one code path that answers a question.
 
-REST, MCP, the CLI and the chat page all call :func:`answer_question` (or
-:func:`stream_answer`, or the dry run :func:`route_question`). Every query
-that reaches routing writes exactly one RoutingDecision, whatever happens.
+Every door (REST and the CLI; the MCP server and web pages are built on the
+same calls) uses :func:`answer_question` (or :func:`stream_answer`, or the dry
+run :func:`route_question`). Every query that reaches routing writes exactly
+one RoutingDecision, whatever happens: an answer, a fallback, a refusal, a
+failure of every backend, or a bug in Flywheel itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from backends.adapters.base import Exchange, ExecutionResult
 from flywheel.asyncdb import db
-from flywheel.errors import ApplicationError, ValidationError
+from flywheel.errors import ApplicationError, ValidationError, error_body
 from flywheel.models import Tenant
 from routing import conversation
 from routing.classify import IntentResult, Turn
@@ -44,6 +48,8 @@ from routing.sessions import (
 )
 from routing.state import RoutingState, current_state, now
 
+logger = logging.getLogger(__name__)
+
 # Tasks that must finish even if the client that started them goes away.
 _background: set[asyncio.Task[Any]] = set()
 
@@ -68,6 +74,7 @@ class _Query:
     backend_question: str = ""
     local_answer: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    recorded: bool = False
 
     @property
     def classified(self) -> IntentResult:
@@ -121,6 +128,7 @@ async def _record(
     """Write the rows (and cache the answer) behind the answer; remember the turn for
     the conversation before the answer goes out."""
     record_later(data, performance_window=state.policy.performance_window, answer=answer)
+    query.recorded = True
     if data.answer is not None and query.session_id is not None:
         await session_remember(
             tenant_id=query.tenant.pk,
@@ -152,44 +160,61 @@ async def _full_history(query: _Query) -> list[PastTurn]:
     return stored + [t for t in query.history if t not in tail]
 
 
-async def _prepare(request: QueryRequest, tenant: Tenant, state: RoutingState) -> _Query:
-    """Session, classification and the plan. A rejection is recorded, then raised."""
-    query = _Query(request, tenant)
-    await _open_session(query)
+@asynccontextmanager
+async def _recorded(query: _Query, state: RoutingState) -> AsyncIterator[None]:
+    """Whatever ends the query, it leaves exactly one decision.
+
+    Outcomes recorded on the way (an answer, a failure of every backend)
+    stand; an error raised before any was recorded becomes a "rejected"
+    decision (bad session, unknown intent or backend, no flow) or, for a bug
+    in Flywheel, a "failed" one. The error is raised on.
+    """
     try:
-        query.intent = await classify_intent(
-            state, request.question, _turns(query.history), request.intent
-        )
-        query.query_type = await classify_type(state, request.question)
-        query.mark("classify_ms")
-        query.backend_question = request.question
-        if query.intent.intent == "conversation-query":
-            full = await _full_history(query)
-            query.local_answer = conversation.answer_from_history(request.question, full)
-            query.mark("route_ms")
-            return query
-        if query.intent.intent == "summarize":
-            answers = [t.answer for t in query.history if t.answer][-conversation.SUMMARIZE_LAST :]
-            if not answers:
-                raise ValidationError(
-                    "There is nothing to summarize yet: this conversation has no answers.",
-                    details={"session_id": str(query.session_id)},
-                )
-            query.backend_question = conversation.summarize_question(answers)
-        query.plan = plan(
-            state,
-            tenant_id=tenant.pk,
-            intent=query.intent.intent,
-            query_type=query.query_type.query_type if query.query_type else None,
-            preference=request.backend,
-            now=now(),
-        )
-        query.mark("route_ms")
+        yield
     except ApplicationError as err:
-        await _record(query, query.decision("rejected", error_type=err.type), state)
         err.details.setdefault("request_id", str(query.request_id))
+        if not query.recorded:
+            await _record(query, query.decision("rejected", error_type=err.type), state)
         raise
-    return query
+    except Exception:
+        if not query.recorded:
+            logger.exception("Query %s failed inside Flywheel", query.request_id)
+            await _record(query, query.decision("failed", error_type="InternalError"), state)
+        raise
+
+
+async def _prepare(query: _Query, state: RoutingState) -> None:
+    """Session, classification and the plan (run inside _recorded: a refusal is recorded)."""
+    request = query.request
+    await _open_session(query)
+    query.intent = await classify_intent(
+        state, request.question, _turns(query.history), request.intent
+    )
+    query.query_type = await classify_type(state, request.question)
+    query.mark("classify_ms")
+    query.backend_question = request.question
+    if query.intent.intent == "conversation-query":
+        full = await _full_history(query)
+        query.local_answer = conversation.answer_from_history(request.question, full)
+        query.mark("route_ms")
+        return
+    if query.intent.intent == "summarize":
+        answers = [t.answer for t in query.history if t.answer][-conversation.SUMMARIZE_LAST :]
+        if not answers:
+            raise ValidationError(
+                "There is nothing to summarize yet: this conversation has no answers.",
+                details={"session_id": str(query.session_id)},
+            )
+        query.backend_question = conversation.summarize_question(answers)
+    query.plan = plan(
+        state,
+        tenant_id=query.tenant.pk,
+        intent=query.intent.intent,
+        query_type=query.query_type.query_type if query.query_type else None,
+        preference=request.backend,
+        now=now(),
+    )
+    query.mark("route_ms")
 
 
 def _history_for(query: _Query) -> HistoryFor:
@@ -252,8 +277,13 @@ async def _conclude(
     result: ExecutionResult | None,
     winner: Candidate | None,
     attempts: Sequence[Attempt],
+    may_use_cache: bool = True,
 ) -> dict[str, Any]:
-    """Record the outcome and build the answer, or raise with the chain."""
+    """Record the outcome and build the answer, or raise with the chain.
+
+    With no answer, a fresh cached one may stand in, unless ``may_use_cache``
+    is off (part of a streamed answer has already gone out).
+    """
     intent = query.classified.intent
     query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
     if result is not None and winner is not None:
@@ -284,7 +314,9 @@ async def _conclude(
         return _response(
             query, result.text, _routing_block(query, winner=winner, attempts=attempts)
         )
-    cached = answer_recall(query.tenant.pk, intent, query.backend_question)
+    cached = (
+        answer_recall(query.tenant.pk, intent, query.backend_question) if may_use_cache else None
+    )
     if cached is not None:
         await _record(
             query,
@@ -311,26 +343,38 @@ async def _conclude(
 
 async def _answer(request: QueryRequest, tenant: Tenant) -> dict[str, Any]:
     state = await current_state()
-    query = await _prepare(request, tenant, state)
-    if query.local_answer is not None:
-        query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
-        await _record(query, query.decision("success", answer=query.local_answer), state)
-        return _response(query, query.local_answer, _routing_block(query, winner=None, attempts=()))
-    chain = await run_chain(
-        query.planned.candidates,
-        query.backend_question,
-        session_id=str(query.session_id),
-        parameters=_backend_parameters(request),
-        history_for=_history_for(query),
-    )
-    query.timings["execute_ms"] = chain.execute_ms
-    return await _conclude(
-        query, state, result=chain.result, winner=chain.winner, attempts=chain.attempts
-    )
+    query = _Query(request, tenant)
+    async with _recorded(query, state):
+        await _prepare(query, state)
+        if query.local_answer is not None:
+            query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
+            await _record(query, query.decision("success", answer=query.local_answer), state)
+            routing = _routing_block(query, winner=None, attempts=())
+            return _response(query, query.local_answer, routing)
+        chain = await run_chain(
+            query.planned.candidates,
+            query.backend_question,
+            session_id=str(query.session_id),
+            parameters=_backend_parameters(request),
+            history_for=_history_for(query),
+        )
+        query.timings["execute_ms"] = chain.execute_ms
+        return await _conclude(
+            query, state, result=chain.result, winner=chain.winner, attempts=chain.attempts
+        )
 
 
 def _backend_parameters(request: QueryRequest) -> dict[str, Any]:
     return {k: v for k, v in request.parameters.items() if k != "stream"}
+
+
+async def answers_finish(timeout: float = 30.0) -> None:
+    """Wait (up to ``timeout``) for the answers this loop is still producing, their
+    clients gone or not, so that a shutdown records them instead of cutting them off."""
+    loop = asyncio.get_running_loop()
+    pending = [task for task in _background if task.get_loop() is loop]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout)
 
 
 async def answer_question(request: QueryRequest, *, tenant: Tenant) -> dict[str, Any]:
@@ -350,44 +394,65 @@ async def answer_question(request: QueryRequest, *, tenant: Tenant) -> dict[str,
 async def _stream_producer(
     request: QueryRequest, tenant: Tenant, queue: asyncio.Queue[dict[str, Any] | None]
 ) -> None:
+    query = _Query(request, tenant)
     try:
         state = await current_state()
-        query = await _prepare(request, tenant, state)
-        if query.local_answer is not None:
-            await queue.put({"event": "chunk", "text": query.local_answer})
-            query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
-            await _record(query, query.decision("success", answer=query.local_answer), state)
-            routing = _routing_block(query, winner=None, attempts=())
-            await queue.put({"event": "end", **_response(query, query.local_answer, routing)})
-            return
-        progress = StreamProgress(attempts=[])
-        try:
-            async for text in stream_chain(
-                query.planned.candidates,
-                query.backend_question,
-                session_id=str(query.session_id),
-                parameters=_backend_parameters(request),
-                history_for=_history_for(query),
-                progress=progress,
-            ):
-                await queue.put({"event": "chunk", "text": text})
-        except ApplicationError:
-            pass  # a failure after the first chunk: recorded below as a failed query
-        query.timings["execute_ms"] = progress.execute_ms
-        body = await _conclude(
-            query,
-            state,
-            result=progress.result,
-            winner=progress.winner,
-            attempts=progress.attempts,
-        )
-        if progress.result is None:  # answered from the cache
-            await queue.put({"event": "chunk", "text": body["answer"]})
-        await queue.put({"event": "end", **body})
+        async with _recorded(query, state):
+            await _stream(query, state, queue)
     except ApplicationError as err:
         await queue.put({"event": "error", **err.as_dict()})
+    except Exception:  # recorded and logged by _recorded; the client hears the usual shape
+        await queue.put({"event": "error", **_internal_error(query)})
     finally:
         await queue.put(None)
+
+
+def _internal_error(query: _Query) -> dict[str, Any]:
+    return error_body(
+        "InternalError",
+        "The server failed to answer; the error was logged.",
+        {"request_id": str(query.request_id)},
+    )
+
+
+async def _stream(
+    query: _Query, state: RoutingState, queue: asyncio.Queue[dict[str, Any] | None]
+) -> None:
+    await _prepare(query, state)
+    if query.local_answer is not None:
+        await queue.put({"event": "chunk", "text": query.local_answer})
+        query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
+        await _record(query, query.decision("success", answer=query.local_answer), state)
+        routing = _routing_block(query, winner=None, attempts=())
+        await queue.put({"event": "end", **_response(query, query.local_answer, routing)})
+        return
+    progress = StreamProgress(attempts=[])
+    sent = False
+    try:
+        async for text in stream_chain(
+            query.planned.candidates,
+            query.backend_question,
+            session_id=str(query.session_id),
+            parameters=_backend_parameters(query.request),
+            history_for=_history_for(query),
+            progress=progress,
+        ):
+            sent = True
+            await queue.put({"event": "chunk", "text": text})
+    except ApplicationError:
+        pass  # a failure after the first chunk: recorded below as a failed query
+    query.timings["execute_ms"] = progress.execute_ms
+    body = await _conclude(
+        query,
+        state,
+        result=progress.result,
+        winner=progress.winner,
+        attempts=progress.attempts,
+        may_use_cache=not sent,  # never another answer after part of one
+    )
+    if progress.result is None:  # answered from the cache
+        await queue.put({"event": "chunk", "text": body["answer"]})
+    await queue.put({"event": "end", **body})
 
 
 async def stream_answer(request: QueryRequest, *, tenant: Tenant) -> AsyncIterator[dict[str, Any]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -10,13 +12,15 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from analytics.models import PerformanceRecord, RoutingDecision
+from backends.models import Backend
 from flywheel.errors import ApplicationError, NotFoundError, ValidationError
 from flywheel.models import Tenant
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.models import Turn
 from routing.recording import drain
 from routing.requests import query_request
-from routing.service import answer_question, stream_answer
+from routing.service import answer_question, answers_finish, stream_answer
+from tests.captured import captured
 from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -423,3 +427,148 @@ def test_a_client_that_goes_away_loses_nothing(world: World, tenant: Tenant) -> 
     decision = RoutingDecision.objects.get()
     assert decision.outcome == "success"
     assert Turn.objects.get().answer == "late but complete"
+
+
+def test_a_shutdown_waits_for_answers_whose_clients_left(world: World, tenant: Tenant) -> None:
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return httpx.Response(200, json={"text": "finished during shutdown"})
+
+    world.fw_route.mock(side_effect=slow)
+
+    async def disconnect_then_shut_down() -> None:
+        task = asyncio.ensure_future(
+            answer_question(query_request({"question": REVIEW}), tenant=tenant)
+        )
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await answers_finish()
+
+    async_to_sync(disconnect_then_shut_down)()
+    drain()
+
+    assert RoutingDecision.objects.get().outcome == "success"
+    assert Turn.objects.get().answer == "finished during shutdown"
+
+
+def test_a_stream_cut_after_its_first_words_is_never_finished_by_another_answer(
+    world: World, tenant: Tenant
+) -> None:
+    ask(tenant, question=REVIEW)  # a fresh cached answer to the same question exists
+    captured_stream = captured("flowise", "prediction_agentflow_stream")["body"]
+    head = captured_stream[: captured_stream.index('"event":"token"') + 60]  # past one token
+
+    async def cut_off() -> AsyncIterator[bytes]:
+        yield head.encode()
+        raise httpx.ReadError("connection reset by peer")
+
+    world.fw_route.mock(
+        return_value=httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=_Stream(cut_off())
+        )
+    )
+
+    events = _collect(tenant, question=REVIEW, parameters={"stream": True})
+
+    assert [e["event"] for e in events] == ["chunk", "error"]
+    assert events[0]["text"] == "Echo: hello flowise"
+    assert events[1]["error"]["type"] == "AllBackendsFailed"
+    assert RoutingDecision.objects.latest("id").outcome == "failed"
+
+
+class _Stream(httpx.AsyncByteStream):
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._chunks:
+            yield chunk
+
+
+# --- whatever happens, one decision ------------------------------------------------------
+
+
+def test_an_unknown_or_malformed_session_is_refused_and_recorded(
+    world: World, tenant: Tenant
+) -> None:
+    fails(tenant, NotFoundError, question=REVIEW, session_id="7c4e3a2b-1111-4222-8333-444455556666")
+    fails(tenant, ValidationError, question=REVIEW, session_id="not-a-uuid")
+
+    decisions = RoutingDecision.objects.order_by("id")
+    assert [(d.outcome, d.error_type) for d in decisions] == [
+        ("rejected", "NotFoundError"),
+        ("rejected", "ValidationError"),
+    ]
+    assert all(d.session_id is None for d in decisions)
+    assert not world.fw_route.called
+
+
+def test_a_bug_inside_flywheel_is_recorded_as_a_failure(
+    world: World, tenant: Tenant, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from backends.adapters.flowise import FlowiseBackend
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise KeyError("a bug, not a backend error")
+
+    monkeypatch.setattr(FlowiseBackend, "execute_flow", broken)
+
+    with pytest.raises(KeyError):
+        ask(tenant, question=REVIEW)
+
+    decision = RoutingDecision.objects.get()
+    assert (decision.outcome, decision.error_type) == ("failed", "InternalError")
+    assert "failed inside Flywheel" in caplog.text
+    assert not world.lf_route.called  # a bug is not a reason to ask another backend
+
+
+def test_a_bug_inside_flywheel_ends_a_stream_with_an_error_event(
+    world: World, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backends.adapters.flowise import FlowiseBackend
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise KeyError("a bug, not a backend error")
+
+    monkeypatch.setattr(FlowiseBackend, "stream_flow", broken)
+
+    events = _collect(tenant, question=REVIEW, parameters={"stream": True})
+
+    assert [e["event"] for e in events] == ["error"]
+    assert events[0]["error"]["type"] == "InternalError"
+    assert "bug" not in json.dumps(events)  # the details stay in the log
+    assert RoutingDecision.objects.get().error_type == "InternalError"
+
+
+def test_a_backend_deleted_since_the_plan_was_made_is_an_attempt_that_failed(
+    world: World, tenant: Tenant
+) -> None:
+    from routing.execution import forget_configs, run_chain
+    from routing.planning import plan
+    from routing.state import current_state, now
+
+    state = async_to_sync(current_state)()
+    candidates = plan(
+        state,
+        tenant_id=tenant.pk,
+        intent="code-review",
+        query_type=None,
+        preference="auto",
+        now=now(),
+    ).candidates
+    Backend.objects.filter(pk=world.fw.pk).delete()  # between the plan and the run
+    forget_configs()
+
+    chain = async_to_sync(run_chain)(
+        candidates, REVIEW, session_id="s", parameters={}, history_for=lambda c: ()
+    )
+
+    assert [(a.backend, a.ok, a.error_type) for a in chain.attempts] == [
+        ("fw", False, "NotFoundError"),
+        ("lf", True, ""),
+    ]
+    assert chain.result is not None
+    assert chain.result.text == LF_ANSWER
+    assert not world.fw_route.called

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from django.core.cache import caches
 from django.db import transaction
 
 from analytics.models import RoutingDecision
+from backends.models import Backend
 from flywheel.cache import shared_cache
 from flywheel.env import as_cache
 from flywheel.models import Tenant
@@ -220,7 +222,7 @@ def test_a_batch_that_fails_half_way_writes_nothing(world: World) -> None:
 
     tenant = Tenant.objects.get(slug="default")
     good = decision(tenant, uuid.uuid4(), answer="fine")
-    bad = decision(tenant, uuid.uuid4(), backend_id=10**9, answer="no such backend")
+    bad = replace(decision(tenant, uuid.uuid4(), answer="no such tenant"), tenant_id=10**9)
 
     with pytest.raises(IntegrityError), transaction.atomic():
         decisions_insert([good, bad])
@@ -228,3 +230,45 @@ def test_a_batch_that_fails_half_way_writes_nothing(world: World) -> None:
     assert not RoutingDecision.objects.exists()
     assert not Session.objects.exists()
     assert not Turn.objects.exists()
+
+
+def test_a_backend_deleted_while_its_query_ran_leaves_rows_as_its_delete_rules_say(
+    world: World,
+) -> None:
+    """Its performance records cascade away; decisions and turns keep, without the link."""
+    from routing.batch_sql import decisions_insert
+
+    tenant = Tenant.objects.get(slug="default")
+    attempts = (
+        Attempt(world.lf.pk, "lf", world.lf_flow.pk, "echo", False, 5.0, "Timeout", "slow"),
+        Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", True, 30.0),
+    )
+
+    def answered() -> DecisionData:
+        return decision(
+            tenant,
+            uuid.uuid4(),
+            outcome="fallback",
+            backend_id=world.fw.pk,
+            flow_id=world.fw_flow.pk,
+            attempts=attempts,
+            answer="from a backend deleted since",
+        )
+
+    by_sql, by_orm = answered(), answered()
+    Backend.objects.filter(pk=world.fw.pk).delete()  # its flows go with it
+    with transaction.atomic():
+        decisions_insert([by_sql])
+    with transaction.atomic():
+        recording._orm_insert([by_orm])
+
+    sql_rows = _stored([by_sql.request_id])
+    orm_rows = _stored([by_orm.request_id])
+    for rows in (sql_rows, orm_rows):
+        (row,) = rows
+        assert (row["decision"]["backend_id"], row["decision"]["flow_id"]) == (None, None)
+        assert [(r["backend_id"], r["success"]) for r in row["records"]] == [(world.lf.pk, False)]
+        assert [(t["backend_id"], t["flow_id"]) for t in row["turns"]] == [(None, None)]
+        row["decision"].pop("request_id")
+        row["decision"].pop("session_id")
+    assert sql_rows == orm_rows

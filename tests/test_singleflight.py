@@ -76,10 +76,10 @@ async def test_a_burst_to_a_cold_backend_reads_its_credentials_once(
     reads = 0
     load = execution._load_config
 
-    def counting_load(backend_id: int) -> object:
+    def counting_load(entry: BackendEntry) -> object:
         nonlocal reads
         reads += 1
-        return load(backend_id)
+        return load(entry)
 
     monkeypatch.setattr(execution, "_load_config", counting_load)
     entry = BackendEntry(
