@@ -162,8 +162,11 @@ class RoutingPolicy(models.Model):
         help_text="How long an answer may be served when every backend is down.",
     )
     llm_classification_enabled = models.BooleanField(
-        default=False,
-        help_text="Ask the configured LLM when rules are below the confidence threshold.",
+        default=True,
+        help_text=(
+            "Ask the configured LLM (LLM_BASE_URL) when rules are below the confidence "
+            "threshold. Without an LLM configured, rules alone decide either way."
+        ),
     )
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -31,7 +31,7 @@ class PolicyValues:
     performance_window: int = 10
     latency_ceiling_ms: float = 5000.0
     confidence_threshold: float = 0.7
-    llm_classification_enabled: bool = False
+    llm_classification_enabled: bool = True
     answer_cache_ttl_seconds: int = 3600
 
 

@@ -1,9 +1,16 @@
-"""Keep compiled rules fresh in every process when an admin edits them."""
+"""Keep compiled rules and the policy fresh in every process when an admin edits them.
+
+Other processes are told twice: at once, and again when the edit's
+transaction commits. A process told only at once could recompile from the
+rows as they were before the commit and keep that stale copy, under the
+new version, until the next edit.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
@@ -18,8 +25,13 @@ from routing.state import POLICY_KEY
 @receiver([post_save, post_delete], sender=ScopePattern)
 def _rules_changed(sender: type, **kwargs: Any) -> None:
     intent_rules_changed()
+    transaction.on_commit(intent_rules_changed)
 
 
 @receiver([post_save, post_delete], sender=RoutingPolicy)
 def _policy_changed(sender: type, **kwargs: Any) -> None:
-    shared_cache().delete(POLICY_KEY)
+    def forget_policy() -> None:
+        shared_cache().delete(POLICY_KEY)
+
+    forget_policy()
+    transaction.on_commit(forget_policy)
