@@ -1,4 +1,9 @@
-"""Reads of routing decisions, always scoped to the caller's tenant."""
+"""Reads of routing decisions, always scoped to the caller's tenant.
+
+Decisions are written behind the answers; each read first lets this
+process's pending writes land, so a client reading right after its answer
+finds it (another process's land within milliseconds).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from django.db.models import QuerySet
 from analytics.models import RoutingDecision
 from flywheel.errors import NotFoundError
 from flywheel.models import Tenant
+from routing.recording import settle
+from routing.sessions import session_key
 
 
 def decisions_for(
@@ -19,7 +26,11 @@ def decisions_for(
     backend: str | None = None,
     session_id: str | None = None,
 ) -> QuerySet[RoutingDecision]:
-    """The tenant's decisions, newest first, optionally filtered."""
+    """The tenant's decisions, newest first, optionally filtered.
+
+    Raises ValidationError for a session id that is not a UUID.
+    """
+    settle()
     decisions = (
         RoutingDecision.objects.filter(tenant=tenant)
         .select_related("backend", "flow")
@@ -32,7 +43,7 @@ def decisions_for(
     if backend:
         decisions = decisions.filter(backend__name__iexact=backend)
     if session_id:
-        decisions = decisions.filter(session_id=session_id)
+        decisions = decisions.filter(session_id=session_key(session_id))
     return decisions
 
 

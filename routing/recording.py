@@ -371,6 +371,13 @@ async def session_settled(session_id: uuid.UUID) -> None:
         await asyncio.sleep(0.002)
 
 
+def settle(timeout: float = 2.0) -> None:
+    """Let this process's pending writes land (up to ``timeout``), so that a read
+    right after an answer (its decision, its session) finds what it wrote."""
+    if _writer.pending():
+        _writer.drain(timeout)
+
+
 def drain(timeout: float = 30.0) -> None:
     """Block until every pending write of this process is done (tests, commands, exit)."""
     _writer.drain(timeout)

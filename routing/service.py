@@ -24,7 +24,7 @@ from flywheel.errors import ApplicationError, ValidationError, error_body
 from flywheel.models import Tenant
 from routing import conversation
 from routing.classify import IntentResult, Turn
-from routing.errors import AllBackendsFailedError
+from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.execution import Attempt, HistoryFor, StreamProgress, run_chain, stream_chain
 from routing.planning import Plan, classify_intent, classify_type, plan
 from routing.querytype import QueryTypeDecision
@@ -471,7 +471,12 @@ async def stream_answer(request: QueryRequest, *, tenant: Tenant) -> AsyncIterat
 
 
 async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dict[str, Any]:
-    """Dry run: classify and score without running anything or writing anything."""
+    """Dry run: classify and score without running anything or writing anything.
+
+    What a real query would be refused for as bad input (an unknown backend or
+    intent, a bad session) is raised; why nothing could be selected (no flow,
+    an unavailable backend) is part of the plan, under ``error``.
+    """
     state = await current_state()
     history: list[PastTurn] = []
     if request.session_id is not None and tenant is not None:
@@ -490,7 +495,7 @@ async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dic
                 preference=request.backend,
                 now=now(),
             ).candidates
-        except ApplicationError as err:
+        except (NoMatchingFlowError, BackendUnavailableError) as err:
             error = err.as_dict()["error"]
     return {
         "question": request.question,

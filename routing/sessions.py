@@ -15,6 +15,7 @@ from typing import Any
 from flywheel.cache import shared_cache, shared_cache_set
 from flywheel.errors import NotFoundError, ValidationError
 from routing.models import Session, Turn
+from routing.recording import settle
 
 RECENT_TURNS = 5
 SESSION_KEY = "flywheel:session:{id}"
@@ -105,8 +106,12 @@ async def session_remember(
 
 
 def session_get(*, tenant_id: int, session_id: str) -> Session:
-    """The tenant's session row. Raises ValidationError / NotFoundError like session_recent."""
+    """The tenant's session row, once this process's pending writes have landed.
+
+    Raises ValidationError / NotFoundError like session_recent.
+    """
     key = session_key(session_id)
+    settle()
     session = Session.objects.filter(pk=key, tenant_id=tenant_id).first()
     if session is None:
         raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})

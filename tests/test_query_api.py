@@ -46,12 +46,20 @@ def test_a_question_is_answered_with_an_absolute_trace_url(
         ({"question": "q", "parameters": "hot"}, "parameters"),
         ({"question": "q", "include_routing_metadata": "yes"}, "include_routing_metadata"),
         ({"question": "q", "tenant": "someone-else"}, "unknown_fields"),
+        ({"question": "q", "intent": "Code Review!"}, "intent"),
+        ({"question": "q", "backend": 7}, "backend"),
+        ({"question": "q", "backend": ""}, "backend"),
+        ({"question": "q", "session_id": 12}, "session_id"),
+        ({"question": "q", "parameters": {"stream": "yes"}}, "parameters.stream"),
+        ({"question": "q", "parameters": {"temperature": True}}, "parameters.temperature"),
+        ({"question": "q", "parameters": {"max_tokens": 2.5}}, "parameters.max_tokens"),
     ],
 )
+@pytest.mark.parametrize("path", ["/api/v1/query", "/api/v1/route"])
 def test_bad_input_is_refused_in_the_error_shape_and_changes_nothing(
-    world: World, api_client: APIClient, payload: dict, field: str
+    world: World, api_client: APIClient, payload: dict, field: str, path: str
 ) -> None:
-    result = api_client.post("/api/v1/query", payload, format="json")
+    result = api_client.post(path, payload, format="json")
 
     assert result.status_code == 400
     error = result.json()["error"]
@@ -61,11 +69,15 @@ def test_bad_input_is_refused_in_the_error_shape_and_changes_nothing(
     assert not world.fw_route.called
 
 
-def test_malformed_json_is_refused(world: World, api_client: APIClient) -> None:
-    result = api_client.generic("POST", "/api/v1/query", "{nope", content_type="application/json")
+@pytest.mark.parametrize("body", ["{nope", "[1, 2]", '"a question"'])
+def test_a_body_that_is_not_a_json_object_is_refused(
+    world: World, api_client: APIClient, body: str
+) -> None:
+    result = api_client.generic("POST", "/api/v1/query", body, content_type="application/json")
 
     assert result.status_code == 400
     assert result.json()["error"]["type"] == "ValidationError"
+    assert not RoutingDecision.objects.exists()
 
 
 def test_the_query_needs_an_api_key(world: World) -> None:
@@ -129,7 +141,7 @@ def test_sessions_and_decisions_can_be_read_back(world: World, api_client: APICl
         format="json",
     )
 
-    drain()  # decisions are written behind the answers
+    # Written behind the answers, and read at once: the reads wait for this process's writes.
     session = api_client.get(f"/api/v1/sessions/{first['session_id']}").json()
     decisions = api_client.get("/api/v1/decisions", {"intent": "code-review"}).json()
     one = api_client.get(f"/api/v1/decisions/{first['request_id']}").json()
@@ -139,6 +151,31 @@ def test_sessions_and_decisions_can_be_read_back(world: World, api_client: APICl
     assert decisions["count"] == 2
     assert (one["outcome"], one["backend"]) == ("success", "fw")
     assert one["candidates"][0]["score"] > 0
+
+
+def test_the_dry_run_refuses_an_unknown_backend_and_explains_an_unavailable_one(
+    world: World, api_client: APIClient
+) -> None:
+    world.set_health(world.lf, healthy=False, cooldown=True)
+
+    unknown = api_client.post(
+        "/api/v1/route", {"question": REVIEW, "backend": "nope"}, format="json"
+    )
+    down = api_client.post("/api/v1/route", {"question": REVIEW, "backend": "lf"}, format="json")
+
+    assert unknown.status_code == 400
+    assert unknown.json()["error"]["details"]["backend"] == "nope"
+    assert down.status_code == 200
+    assert (down.json()["selected"], down.json()["error"]["type"]) == (None, "BackendUnavailable")
+
+
+def test_a_session_filter_that_is_not_a_uuid_is_a_clear_error(
+    world: World, api_client: APIClient
+) -> None:
+    result = api_client.get("/api/v1/decisions", {"session": "not-a-uuid"})
+
+    assert result.status_code == 400
+    assert result.json()["error"]["type"] == "ValidationError"
 
 
 def test_other_tenants_cannot_read_them(world: World, api_client: APIClient) -> None:
