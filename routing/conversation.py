@@ -20,10 +20,14 @@ _ANSWER = re.compile(
 )
 
 
-def summarize_question(answers: Sequence[str]) -> str:
-    """The question a flow receives for ``summarize``: the answers to condense."""
+def summarize_question(answers: Sequence[str], request: str) -> str:
+    """The question a flow receives for ``summarize``: the answers to condense, and the
+    user's own words ("in bullet points please"), which may say how."""
     numbered = "\n\n".join(f"Answer {i}:\n{text}" for i, text in enumerate(answers, 1))
-    return f"Summarize these answers from our conversation:\n\n{numbered}"
+    return (
+        f"Summarize these answers from our conversation:\n\n{numbered}\n\n"
+        f"The request, in the user's words: {request}"
+    )
 
 
 def answer_from_history(question: str, turns: Sequence[PastTurn]) -> str:

@@ -205,7 +205,7 @@ async def _prepare(query: _Query, state: RoutingState) -> None:
                 "There is nothing to summarize yet: this conversation has no answers.",
                 details={"session_id": str(query.session_id)},
             )
-        query.backend_question = conversation.summarize_question(answers)
+        query.backend_question = conversation.summarize_question(answers, request.question)
     query.plan = plan(
         state,
         tenant_id=query.tenant.pk,

@@ -239,6 +239,28 @@ def test_moving_to_another_backend_carries_the_recent_turns(world: World, tenant
     assert FW_ANSWER in sent
 
 
+def test_a_short_follow_up_takes_the_conversations_intent(world: World, tenant: Tenant) -> None:
+    first = ask(tenant, question=REVIEW)
+    second = ask(tenant, question="and in Go?", session_id=first["session_id"])
+
+    assert (second["routing"]["intent"], second["routing"]["method"]) == ("code-review", "context")
+
+
+def test_turns_travel_only_when_the_backend_changes_and_at_most_five(
+    world: World, tenant: Tenant
+) -> None:
+    session = ask(tenant, question=REVIEW)["session_id"]
+    for i in range(5):
+        ask(tenant, question=f"and refactor part {i} too", session_id=session)
+    assert all("history" not in world.sent_to_flowise(i) for i in range(6))  # stayed on fw
+
+    ask(tenant, question="and now?", session_id=session, backend="lf")
+
+    sent = world.sent_to_langflow()["input_value"]
+    assert REVIEW not in sent  # the sixth turn back stays behind
+    assert all(f"and refactor part {i} too" in sent for i in range(5))
+
+
 def test_an_unknown_session_is_not_found(world: World, tenant: Tenant) -> None:
     fails(tenant, NotFoundError, question=REVIEW, session_id="7c4e3a2b-1111-4222-8333-444455556666")
     fails(tenant, ValidationError, question=REVIEW, session_id="not-a-uuid")
@@ -335,13 +357,14 @@ def test_summarize_sends_the_last_three_answers(world: World, tenant: Tenant) ->
     for _ in range(3):
         ask(tenant, question=REVIEW, session_id=session)
 
-    body = ask(tenant, question="summarize this conversation", session_id=session)
+    body = ask(tenant, question="summarize this conversation in bullet points", session_id=session)
 
     sent = world.sent_to_flowise()["question"]
     assert body["routing"]["intent"] == "summarize"
     assert body["answer"] == "a summary"
     assert "answer one" not in sent
     assert all(a in sent for a in ("answer two", "answer three", "answer four"))
+    assert "in bullet points" in sent  # how the user wants it
 
 
 def test_summarize_without_answers_is_a_clear_error(world: World, tenant: Tenant) -> None:

@@ -75,6 +75,25 @@ def test_the_composite_score_uses_the_policy_weights() -> None:
     assert only.score == pytest.approx(0.5 * 0.55 + 0.3 * 1.0 + 0.2 * 0.5)
 
 
+def test_an_edited_policy_changes_the_weights_and_the_latency_ceiling() -> None:
+    policy = PolicyValues(
+        weight_match=0.2, weight_health=0.1, weight_performance=0.7, latency_ceiling_ms=1000.0
+    )
+    slow = Performance(attempts=10, success_rate=1.0, avg_latency_ms=500.0)
+
+    (only,) = score_candidates(
+        [backend(1, "fw", flow(1, "review", ["code-review"]))],
+        intent="code-review",
+        health=HEALTHY,
+        performance={1: slow},
+        policy=policy,
+        now=NOW,
+    )
+
+    assert only.performance == pytest.approx(0.7 * 1.0 + 0.3 * (1 - 500 / 1000))
+    assert only.score == pytest.approx(0.2 * 0.55 + 0.1 * 1.0 + 0.7 * only.performance)
+
+
 def test_auto_routing_orders_by_score() -> None:
     specific = backend(1, "fw", flow(1, "review", ["code-review", "refactor", "pull request"]))
     plain = backend(2, "lf", flow(2, "review", ["code-review"]))
