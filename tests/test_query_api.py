@@ -169,6 +169,34 @@ def test_the_dry_run_refuses_an_unknown_backend_and_explains_an_unavailable_one(
     assert (down.json()["selected"], down.json()["error"]["type"]) == (None, "BackendUnavailable")
 
 
+@override_settings(LLM_BASE_URL="http://llm.test/v1", LLM_API_KEY="sk-LLM-SECRET")
+def test_no_secret_in_failures_dry_runs_streams_or_decisions(
+    world: World, api_client: APIClient
+) -> None:
+    world.fail(world.fw_route, 401)
+    world.fail(world.lf_route, 503)
+
+    failed = api_client.post("/api/v1/query", {"question": REVIEW}, format="json")
+    streamed = api_client.post(
+        "/api/v1/query", {"question": REVIEW, "parameters": {"stream": True}}, format="json"
+    )
+    dry_run = api_client.post("/api/v1/route", {"question": REVIEW}, format="json")
+    decisions = api_client.get("/api/v1/decisions")
+    status = api_client.get("/api/v1/query-router/status")
+
+    assert failed.json()["error"]["type"] == "AllBackendsFailed"
+    for answered in (failed, dry_run, decisions, status):
+        assert "SECRET" not in answered.content.decode()
+
+    async def read() -> bytes:
+        stream = streamed.streaming_content  # type: ignore[attr-defined]
+        return b"".join([chunk async for chunk in stream])
+
+    events = async_to_sync(read)().decode()
+    assert "event: error" in events
+    assert "SECRET" not in events
+
+
 def test_a_session_filter_that_is_not_a_uuid_is_a_clear_error(
     world: World, api_client: APIClient
 ) -> None:
