@@ -134,7 +134,7 @@ async def _record(
             tenant_id=query.tenant.pk,
             session_id=query.session_id,
             recent=query.history,
-            turn=PastTurn(data.question, data.answer, data.intent, data.backend_id),
+            turn=PastTurn(data.question, data.answer, data.intent, data.backend_id, data.flow_id),
         )
 
 
@@ -218,15 +218,19 @@ async def _prepare(query: _Query, state: RoutingState) -> None:
 
 
 def _history_for(query: _Query) -> HistoryFor:
-    """Earlier exchanges to send along when the conversation moves to another backend."""
-    last_backend = next(
-        (t.backend_id for t in reversed(query.history) if t.backend_id is not None), None
+    """Earlier exchanges to send along when the conversation moves to another backend,
+    or to another flow of the same one (a backend keeps a session's memory per flow)."""
+    last = next(
+        ((t.backend_id, t.flow_id) for t in reversed(query.history) if t.backend_id is not None),
+        None,
     )
     exchanges = [Exchange(t.question, t.answer) for t in query.history if t.answer]
 
     def history_for(candidate: Candidate) -> Sequence[Exchange]:
-        if last_backend is None or last_backend == candidate.backend.id:
+        if last is None or last == (candidate.backend.id, candidate.flow.id):
             return ()
+        if last[1] is None and last[0] == candidate.backend.id:
+            return ()  # a turn cached before flows were kept: same backend is enough
         return exchanges
 
     return history_for

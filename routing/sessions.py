@@ -28,6 +28,11 @@ class PastTurn:
     answer: str
     intent: str
     backend_id: int | None
+    flow_id: int | None = None  # absent from turns cached before it was kept
+
+
+def _past(turn: Turn) -> PastTurn:
+    return PastTurn(turn.question, turn.answer, turn.intent, turn.backend_id, turn.flow_id)
 
 
 def session_key(session_id: str | uuid.UUID) -> uuid.UUID:
@@ -88,7 +93,7 @@ def session_recent(
     if session is None:
         raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
     recent = list(session.turns.order_by("-created_at", "-id")[:RECENT_TURNS])
-    turns = [PastTurn(t.question, t.answer, t.intent, t.backend_id) for t in reversed(recent)]
+    turns = [_past(t) for t in reversed(recent)]
     _cache(key, tenant_id, turns)
     return key, turns
 
@@ -124,4 +129,4 @@ def session_history(*, tenant_id: int, session_id: str | uuid.UUID) -> list[Past
     turns = Turn.objects.filter(session_id=key, session__tenant_id=tenant_id).order_by(
         "created_at", "id"
     )
-    return [PastTurn(t.question, t.answer, t.intent, t.backend_id) for t in turns]
+    return [_past(t) for t in turns]

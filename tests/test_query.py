@@ -239,6 +239,22 @@ def test_moving_to_another_backend_carries_the_recent_turns(world: World, tenant
     assert FW_ANSWER in sent
 
 
+def test_moving_to_another_flow_of_the_same_backend_carries_the_turns_too(
+    world: World, tenant: Tenant
+) -> None:
+    session = ask(tenant, question=REVIEW, backend="lf")["session_id"]
+    assert "Conversation so far:" not in world.sent_to_langflow()["input_value"]
+
+    body = ask(
+        tenant, question="and the docs?", intent="document-qa", backend="lf", session_id=session
+    )
+
+    assert body["routing"]["flow"] == world.generic.name
+    sent = world.sent_to_langflow()["input_value"]
+    assert sent.startswith("Conversation so far:")
+    assert REVIEW in sent
+
+
 def test_a_short_follow_up_takes_the_conversations_intent(world: World, tenant: Tenant) -> None:
     first = ask(tenant, question=REVIEW)
     second = ask(tenant, question="and in Go?", session_id=first["session_id"])
