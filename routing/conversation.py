@@ -2,7 +2,10 @@
 
 ``summarize`` turns the session's last answers into a question for a flow;
 ``conversation-query`` is answered here, from the stored turns, without
-asking any backend (the backends each saw only part of the conversation).
+asking any backend (the backends each saw only part of the conversation):
+by the LLM reading the transcript when one is configured (seed 001), else
+by the rules below, which find the turn asked about ("my second question",
+"your last answer").
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from routing import llm
 from routing.sessions import PastTurn
 
 SUMMARIZE_LAST = 3
-_FIRST = re.compile(r"\bfirst\b", re.IGNORECASE)
+TRANSCRIPT_CHARS = 8000
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+_NTH = re.compile(r"\b(?:(" + "|".join(_ORDINALS) + r")|(\d{1,3})(?:st|nd|rd|th))\b", re.IGNORECASE)
 _LAST = re.compile(r"\b(last|previous|earlier|before)\b", re.IGNORECASE)
 _ANSWER = re.compile(
     r"\b(answer|answered|repl(y|ied)|you (say|said|tell|told|mean|meant))\b", re.IGNORECASE
@@ -30,17 +36,42 @@ def summarize_question(answers: Sequence[str], request: str) -> str:
     )
 
 
+async def answer_about_conversation(
+    question: str, turns: Sequence[PastTurn], config: llm.LLMConfig | None
+) -> str:
+    """Answer a question about the conversation from its turns (oldest first): the
+    LLM's reading of the transcript when ``config`` is given and it answers, else
+    the rules' (answer_from_history)."""
+    if config is not None and turns:
+        answered = await llm.llm_conversation_answer(config, question, transcript(turns))
+        if answered:
+            return answered
+    return answer_from_history(question, turns)
+
+
+def transcript(turns: Sequence[PastTurn]) -> str:
+    """The conversation as text, its most recent part when it is long."""
+    lines = [f"User: {t.question}\nAssistant: {t.answer}" for t in turns]
+    return "\n\n".join(lines)[-TRANSCRIPT_CHARS:]
+
+
 def answer_from_history(question: str, turns: Sequence[PastTurn]) -> str:
     """Answer a question about the conversation itself from its turns (oldest first)."""
     if not turns:
         return "We have not talked about anything yet in this conversation."
     about_answers = bool(_ANSWER.search(question))
-    if _FIRST.search(question):
-        first = turns[0]
+    nth = _NTH.search(question)
+    if nth:
+        word, number = nth.groups()
+        position = _ORDINALS.index(word.lower()) + 1 if word else int(number)
+        label = word.lower() if word else nth.group(0)
+        if not 1 <= position <= len(turns):
+            return f"This conversation has only {len(turns)} question(s) so far."
+        turn = turns[position - 1]
         return (
-            f"My first answer was: {first.answer}"
+            f"My {label} answer was: {turn.answer}"
             if about_answers
-            else f"Your first question was: {first.question}"
+            else f"Your {label} question was: {turn.question}"
         )
     if _LAST.search(question):
         last = turns[-1]

@@ -22,7 +22,7 @@ from backends.adapters.base import Exchange, ExecutionResult
 from flywheel.asyncdb import db
 from flywheel.errors import ApplicationError, ValidationError, error_body
 from flywheel.models import Tenant
-from routing import conversation
+from routing import conversation, llm
 from routing.classify import IntentResult, Turn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.execution import Attempt, HistoryFor, StreamProgress, run_chain, stream_chain
@@ -195,7 +195,10 @@ async def _prepare(query: _Query, state: RoutingState) -> None:
     query.backend_question = request.question
     if query.intent.intent == "conversation-query":
         full = await _full_history(query)
-        query.local_answer = conversation.answer_from_history(request.question, full)
+        config = llm.llm_config() if state.policy.llm_classification_enabled else None
+        query.local_answer = await conversation.answer_about_conversation(
+            request.question, full, config
+        )
         query.mark("route_ms")
         return
     if query.intent.intent == "summarize":

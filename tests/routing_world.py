@@ -37,6 +37,7 @@ class World:
     generic: Flow
     fw_route: respx.Route
     lf_route: respx.Route
+    router: respx.MockRouter  # for other HTTP a test mocks (an LLM)
 
     def sent_to_flowise(self, index: int = -1) -> dict:
         return json.loads(self.fw_route.calls[index].request.content)
@@ -108,4 +109,4 @@ def build_world(router: respx.MockRouter) -> World:
         return_value=response("langflow", "run_echo")
     )
     refresh()
-    return World(fw, lf, fw_flow, lf_flow, generic, fw_route, lf_route)
+    return World(fw, lf, fw_flow, lf_flow, generic, fw_route, lf_route, router)

@@ -10,16 +10,19 @@ from typing import Any
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
+from django.test import override_settings
 
 from analytics.models import PerformanceRecord, RoutingDecision
 from backends.models import Backend
 from flywheel.errors import ApplicationError, NotFoundError, ValidationError
 from flywheel.models import Tenant
+from routing.conversation import answer_from_history
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.models import Turn
 from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, answers_finish, stream_answer
+from routing.sessions import PastTurn
 from tests.captured import captured
 from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
 
@@ -401,6 +404,59 @@ def test_questions_about_the_conversation_are_answered_from_history(
     assert body["answer"] == f"Your first question was: {REVIEW}"
     assert world.fw_route.call_count == calls
     assert RoutingDecision.objects.latest("id").backend is None
+
+
+def test_a_question_about_a_numbered_turn_finds_it(world: World, tenant: Tenant) -> None:
+    answers = iter(["one", "two", "three", "four"])
+    world.fw_route.mock(
+        side_effect=lambda request: httpx.Response(200, json={"text": next(answers)})
+    )
+    session = ask(tenant, question=REVIEW)["session_id"]
+    ask(tenant, question="and refactor the parser too", session_id=session)
+
+    second = ask(tenant, question="what was my second question?", session_id=session)
+    answer = ask(tenant, question="what was your second answer?", session_id=session)
+    beyond = ask(tenant, question="and my fifth question?", session_id=session)
+
+    assert second["answer"] == "Your second question was: and refactor the parser too"
+    assert answer["answer"] == "My second answer was: two"
+    turns = [PastTurn(REVIEW, "one", "code-review", None), PastTurn("q2", "two", "general", None)]
+    assert answer_from_history("and the 2nd question?", turns) == "Your 2nd question was: q2"
+    assert "only" in beyond["answer"]
+
+
+@override_settings(LLM_BASE_URL="http://llm.test/v1", LLM_API_KEY="sk-LLM-SECRET")
+def test_with_an_llm_questions_about_the_conversation_are_answered_from_its_transcript(
+    world: World, tenant: Tenant
+) -> None:
+    llm_route = world.router.post("http://llm.test/v1/chat/completions").mock(
+        return_value=httpx.Response(
+            200, json={"choices": [{"message": {"content": "You asked me to review a PR."}}]}
+        )
+    )
+    session = ask(tenant, question=REVIEW)["session_id"]
+
+    body = ask(tenant, question="what did we talk about so far?", session_id=session)
+
+    assert body["routing"]["intent"] == "conversation-query"
+    assert body["answer"] == "You asked me to review a PR."
+    sent = json.loads(llm_route.calls.last.request.content)["messages"][1]["content"]
+    assert f"User: {REVIEW}" in sent
+    assert f"Assistant: {FW_ANSWER}" in sent
+
+
+@override_settings(LLM_BASE_URL="http://llm.test/v1")
+def test_an_llm_that_fails_leaves_the_conversation_question_to_the_rules(
+    world: World, tenant: Tenant
+) -> None:
+    world.router.post("http://llm.test/v1/chat/completions").mock(
+        side_effect=httpx.ConnectError("refused")
+    )
+    session = ask(tenant, question=REVIEW)["session_id"]
+
+    body = ask(tenant, question="what did I ask first?", session_id=session)
+
+    assert body["answer"] == f"Your first question was: {REVIEW}"
 
 
 # --- streaming and disconnects ----------------------------------------------------------
