@@ -56,6 +56,12 @@ class RoutingDecision(models.Model):
     intent_method = models.CharField(max_length=10, choices=IntentMethod.choices, blank=True)
     query_type = models.CharField(max_length=10, choices=QueryType.choices, blank=True)
     query_type_confidence = models.FloatField(null=True, blank=True)
+    evidence = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Why: the intent's matched patterns (or context), the query type's "
+        "reasoning and weights.",
+    )
     routing_method = models.CharField(
         max_length=10, choices=RoutingMethod.choices, default=RoutingMethod.AUTO
     )

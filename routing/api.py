@@ -153,6 +153,7 @@ class DecisionSerializer(serializers.ModelSerializer):
             "intent_method",
             "query_type",
             "query_type_confidence",
+            "evidence",
             "routing_method",
             "backend",
             "flow",

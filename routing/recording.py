@@ -53,6 +53,7 @@ class DecisionData:
     intent_method: str = ""
     query_type: str = ""
     query_type_confidence: float | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
     routing_method: str = "auto"
     backend_id: int | None = None
     flow_id: int | None = None
@@ -75,6 +76,7 @@ class DecisionData:
             "intent_method": self.intent_method,
             "query_type": self.query_type,
             "query_type_confidence": self.query_type_confidence,
+            "evidence": self.evidence,
             "routing_method": self.routing_method,
             "backend_id": self.backend_id,
             "flow_id": self.flow_id,

@@ -92,6 +92,19 @@ class _Query:
         elapsed = (time.perf_counter() - self.started) * 1000
         self.timings[name] = round(elapsed - sum(self.timings.values()), 3)
 
+    def evidence(self) -> dict[str, Any]:
+        """Why the intent and query type are what they are, for the decision's record."""
+        found: dict[str, Any] = {}
+        if self.intent is not None:
+            found["intent"] = list(self.intent.evidence)
+        if self.query_type is not None:
+            qt = self.query_type.as_dict()
+            found["query_type"] = {
+                k: qt[k]
+                for k in ("reasoning", "global_weight", "local_weight", "method", "evidence")
+            }
+        return found
+
     def decision(self, outcome: str, **fields: Any) -> DecisionData:
         intent = self.intent
         qt = self.query_type
@@ -107,6 +120,7 @@ class _Query:
             intent_method=intent.method if intent else "",
             query_type=qt.query_type if qt else "",
             query_type_confidence=qt.confidence if qt else None,
+            evidence=self.evidence(),
             routing_method=self.plan.routing_method if self.plan else _method(self.request),
             candidates=[c.as_dict() for c in self.plan.candidates] if self.plan else [],
             timings=dict(self.timings),

@@ -55,6 +55,15 @@ def test_it_classifies_the_intent_automatically(world: World, tenant: Tenant) ->
     assert routing["evidence"]
 
 
+def test_the_decision_records_why_the_intent_was_chosen(world: World, tenant: Tenant) -> None:
+    body = ask(tenant, question=REVIEW)
+
+    evidence = RoutingDecision.objects.get().evidence
+    assert evidence["intent"]
+    assert evidence["intent"] == body["routing"]["evidence"]
+    assert "query_type" not in evidence  # query routing is off
+
+
 def test_an_intent_override_skips_classification(world: World, tenant: Tenant) -> None:
     routing = ask(tenant, question="hello", intent="code-review")["routing"]
 

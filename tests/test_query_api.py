@@ -279,7 +279,10 @@ def test_with_query_routing_a_flow_whose_scope_fits_wins(
     assert (dry_run["query_type"], dry_run["selected"]["backend"]) == ("LOCAL", "lf")
     assert dry_run["query_type_confidence"] >= 0.7
     drain()
-    assert RoutingDecision.objects.get().query_type == "LOCAL"
+    decision = RoutingDecision.objects.get()
+    assert decision.query_type == "LOCAL"
+    assert decision.evidence["query_type"]["local_weight"] == 1.0
+    assert decision.evidence["query_type"]["reasoning"]
 
 
 @override_settings(QUERY_ROUTING_ENABLED=True)

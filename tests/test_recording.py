@@ -181,6 +181,7 @@ def test_postgresql_and_the_orm_store_the_same_rows(world: World) -> None:
                 intent_method="rules",
                 query_type="LOCAL",
                 query_type_confidence=0.8,
+                evidence={"intent": [r"\breview\b"], "query_type": {"reasoning": "who is"}},
                 backend_id=world.lf.pk,
                 flow_id=world.lf_flow.pk,
                 score=0.77,
