@@ -23,9 +23,11 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection, connections, transaction
+from django.utils import timezone
 
 from analytics.models import PerformanceRecord, RoutingDecision
 from backends.models import Backend
@@ -35,7 +37,7 @@ from routing.batch_sql import decisions_insert
 from routing.execution import Attempt
 from routing.models import Session, Turn
 from routing.scoring import Performance
-from routing.state import publish_performance
+from routing.state import PERFORMANCE_TTL_SECONDS, publish_performance
 
 ANSWER_CACHE_KEY = "flywheel:answer:{tenant}:{intent}:{digest}"
 logger = logging.getLogger(__name__)
@@ -190,6 +192,23 @@ def performance_of(backend_id: int, intent: str, window: int) -> Performance:
         success_rate=sum(ok for ok, _ in recent) / len(recent),
         avg_latency_ms=sum(latency for _, latency in recent) / len(recent),
     )
+
+
+def performance_publish_all(*, window: int) -> int:
+    """Publish again the aggregate of every backend + intent attempted within the
+    aggregates' lifetime (beat runs this), so that a cache that lost them (a Redis
+    restart, an expiry) does not leave routing blind to history. Returns how many."""
+    since = timezone.now() - timedelta(seconds=PERFORMANCE_TTL_SECONDS)
+    pairs = (
+        PerformanceRecord.objects.filter(created_at__gte=since)
+        .values_list("backend_id", "intent")
+        .distinct()
+    )
+    published = 0
+    for backend_id, intent in pairs:
+        publish_performance(backend_id, intent, performance_of(backend_id, intent, window))
+        published += 1
+    return published
 
 
 @dataclass(frozen=True)

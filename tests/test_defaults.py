@@ -93,7 +93,11 @@ def test_it_schedules_health_and_discovery_in_the_database() -> None:
     call_command("load_defaults", stdout=StringIO())
 
     tasks = {t.task: t.interval.every for t in PeriodicTask.objects.select_related("interval")}
-    assert tasks == {"backends.check_health": 30, "backends.discover_flows": 60}
+    assert tasks == {
+        "backends.check_health": 30,
+        "backends.discover_flows": 60,
+        "routing.publish_performance": 300,
+    }
 
 
 def test_schedule_edits_survive_running_it_again() -> None:
@@ -102,5 +106,5 @@ def test_schedule_edits_survive_running_it_again() -> None:
 
     call_command("load_defaults", stdout=StringIO())
 
-    assert PeriodicTask.objects.count() == 2
+    assert PeriodicTask.objects.count() == 3
     assert PeriodicTask.objects.get(task="backends.check_health").enabled is False

@@ -273,3 +273,21 @@ def test_a_backend_deleted_while_its_query_ran_leaves_rows_as_its_delete_rules_s
         row["decision"].pop("request_id")
         row["decision"].pop("session_id")
     assert sql_rows == orm_rows
+
+
+def test_beat_shares_performance_again_after_the_cache_lost_it(world: World) -> None:
+    from routing import state
+    from routing.tasks import publish_performance
+
+    tenant = Tenant.objects.get(slug="default")
+    attempts = (Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", False, 40.0, "Timeout"),)
+    recording.decisions_record([decision(tenant, attempts=attempts, intent="code-review")])
+    shared_cache().clear()  # a Redis restart
+    state.forget()
+    assert state.recent_performance([world.fw.pk], "code-review") == {}
+
+    assert publish_performance() == {"published": 1}
+
+    state.forget()
+    perf = state.recent_performance([world.fw.pk], "code-review")[world.fw.pk]
+    assert (perf.attempts, perf.success_rate, perf.avg_latency_ms) == (1, 0.0, 40.0)
