@@ -26,6 +26,7 @@ from routing.querytype import QueryTypeDecision, below_threshold, classify_query
 from routing.scoring import (
     BackendEntry,
     Candidate,
+    HealthEntry,
     best_flow,
     in_cooldown,
     score_candidates,
@@ -126,16 +127,16 @@ def _explicit(
             f"Backend {preference!r} is unavailable (unhealthy or in cooldown).",
             details={"backend": preference},
         )
-    candidates = []
-    for backend in usable:
-        found = best_flow(backend, intent, None)
-        if found is not None:
-            flow, match = found
-            candidates.append(
-                Candidate(
-                    backend, flow, round(match, 4), 1.0, 0.5, 1.0, intent not in flow.keywords
-                )
-            )
+    # The factor scores are recorded for the trace and only order the backends of a
+    # kind asked for by kind; the named backend is used whatever its score.
+    candidates = score_candidates(
+        usable,
+        intent=intent,
+        health={b.id: HealthEntry(True) for b in usable},  # usable: healthy or not yet probed
+        performance=recent_performance([b.id for b in usable], intent),
+        policy=state.policy,
+        now=now,
+    )
     if not candidates:
         raise NoMatchingFlowError(
             f"Backend {preference!r} has no flow for intent {intent!r} and no generic flow.",

@@ -23,7 +23,7 @@ from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, answers_finish, stream_answer
 from routing.sessions import PastTurn
-from tests.captured import captured
+from tests.captured import captured, response
 from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,6 +106,24 @@ def test_an_explicit_backend_name_or_kind_routes_there(
     assert body["answer"] == LF_ANSWER
     assert body["routing"]["routing_method"] == "explicit"
     assert not world.fw_route.called
+
+
+def test_an_explicit_route_records_the_backends_real_factor_scores(
+    world: World, tenant: Tenant
+) -> None:
+    world.fail(world.lf_route)
+    with pytest.raises(AllBackendsFailedError):
+        ask(tenant, question=REVIEW, backend="lf")
+    world.lf_route.mock(return_value=response("langflow", "run_echo"))  # back
+
+    body = ask(tenant, question="and again?", intent="code-review", backend="lf")
+
+    (candidate,) = body["routing"]["candidates"]
+    assert candidate["performance"] < 0.5  # its one attempt failed, and it shows
+    assert candidate["score"] == pytest.approx(
+        0.5 * candidate["match"] + 0.3 * candidate["health"] + 0.2 * candidate["performance"],
+        abs=1e-3,
+    )
 
 
 def test_an_unknown_explicit_backend_is_a_clear_error(world: World, tenant: Tenant) -> None:
