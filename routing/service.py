@@ -149,6 +149,7 @@ async def _record(
             session_id=query.session_id,
             recent=query.history,
             turn=PastTurn(data.question, data.answer, data.intent, data.backend_id, data.flow_id),
+            alone=len(_background) <= 1,  # this query is the only one in flight
         )
 
 

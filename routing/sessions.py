@@ -99,14 +99,23 @@ def session_recent(
 
 
 async def session_remember(
-    *, tenant_id: int, session_id: uuid.UUID, recent: list[PastTurn], turn: PastTurn
+    *,
+    tenant_id: int,
+    session_id: uuid.UUID,
+    recent: list[PastTurn],
+    turn: PastTurn,
+    alone: bool = False,
 ) -> None:
     """Cache the session's recent turns (as read at the start of the query) plus this one.
 
-    Returns once they are stored; concurrent queries share the round trip.
+    Returns once they are stored; concurrent queries share the round trip
+    (``alone``: no other query is in flight, see shared_cache_set).
     """
     await shared_cache_set(
-        SESSION_KEY.format(id=session_id), _entry(tenant_id, [*recent, turn]), SESSION_CACHE_SECONDS
+        SESSION_KEY.format(id=session_id),
+        _entry(tenant_id, [*recent, turn]),
+        SESSION_CACHE_SECONDS,
+        alone=alone,
     )
 
 

@@ -82,3 +82,19 @@ def test_a_failing_cache_reaches_every_writer_and_the_next_write_goes_through(
 
     asyncio.run(again())
     assert shared_cache().get("flywheel:test:down:0") == "back"
+
+
+def test_a_writer_alone_writes_at_once_and_others_still_group(
+    round_trips: list[dict[str, Any]],
+) -> None:
+    async def alone_then_together() -> None:
+        await shared_cache_set("flywheel:test:alone", "a", 60, alone=True)
+        assert shared_cache().get("flywheel:test:alone") == "a"
+        await asyncio.gather(
+            *(shared_cache_set(f"flywheel:test:crowd:{i}", i, 60) for i in range(50))
+        )
+
+    asyncio.run(alone_then_together())
+
+    assert sum(len(trip) for trip in round_trips) == 50  # the lone write took no group
+    assert len(round_trips) <= 3
