@@ -46,8 +46,8 @@ class _GroupSetter:
     thread, however many coroutines are writing.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self) -> None:
+        # No reference to the loop: _setters is keyed by it, weakly.
         self._next: _Group | None = None
         self._flushing: asyncio.Task[None] | None = None
 
@@ -56,12 +56,13 @@ class _GroupSetter:
         return self._next is None and self._flushing is None
 
     async def set(self, key: str, value: Any, timeout: int | None) -> None:
+        loop = asyncio.get_running_loop()
         if self._next is None:
-            self._next = _Group(self._loop)
+            self._next = _Group(loop)
         group = self._next
         group.values.setdefault(timeout, {})[key] = value
         if self._flushing is None:
-            self._flushing = self._loop.create_task(self._flush())
+            self._flushing = loop.create_task(self._flush())
         await asyncio.shield(group.sent)  # a cancelled caller leaves the group to be written
 
     async def _flush(self) -> None:
@@ -69,7 +70,9 @@ class _GroupSetter:
             while self._next is not None:
                 group, self._next = self._next, None
                 try:
-                    await self._loop.run_in_executor(None, _set_groups, group.values)
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, _set_groups, group.values
+                    )
                 except Exception as err:
                     group.sent.set_exception(err)
                     group.sent.exception()  # retrieved: the waiters may all have gone
@@ -104,7 +107,7 @@ async def shared_cache_set(
     loop = asyncio.get_running_loop()
     setter = _setters.get(loop)
     if setter is None:
-        setter = _setters[loop] = _GroupSetter(loop)
+        setter = _setters[loop] = _GroupSetter()
     if alone and setter.idle:
         shared_cache().set(key, value, timeout)
         return
