@@ -118,8 +118,12 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonR
     )
 
 
-def server_error(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(
-        error_body("InternalError", "The server failed to answer; the error was logged."),
-        status=500,
+def internal_error_body(details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a client hears of a bug: that it happened, never its details (those are logged)."""
+    return error_body(
+        "InternalError", "The server failed to answer; the error was logged.", details
     )
+
+
+def server_error(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(internal_error_body(), status=500)

@@ -21,7 +21,7 @@ from django.core.handlers.asgi import ASGIHandler, ASGIRequest
 from django.http import HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 
-from flywheel.errors import error_body
+from flywheel.errors import error_body, internal_error_body
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +51,7 @@ class FastLane:
             response = JsonResponse(error_body("BadRequest", str(err)), status=400)
         except Exception:
             logger.exception("Unhandled error on %s", scope["path"])
-            response = JsonResponse(
-                error_body("InternalError", "The server failed to answer; the error was logged."),
-                status=500,
-            )
+            response = JsonResponse(internal_error_body(), status=500)
         finally:
             body.close()
         if isinstance(response, HttpResponse) and not response.has_header("Content-Length"):

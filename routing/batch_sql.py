@@ -86,10 +86,9 @@ def _statement() -> str:
         f for f in RoutingDecision._meta.concrete_fields if f.attname not in {"id", "created_at"}
     ]
     # References to backends and flows that may have gone since the query started.
-    deletable: dict[object, type[Model]] = {Backend: Backend, Flow: Flow}
     values = [
-        _live(deletable[f.related_model], f"batch.{f.column}")
-        if f.related_model in deletable
+        _live(f.related_model, f"batch.{f.column}")
+        if isinstance(f.related_model, type) and f.related_model in (Backend, Flow)
         else f"batch.{f.column}"
         for f in fields
     ]

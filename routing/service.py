@@ -20,7 +20,7 @@ from typing import Any
 
 from backends.adapters.base import Exchange, ExecutionResult
 from flywheel.asyncdb import db
-from flywheel.errors import ApplicationError, ValidationError, error_body
+from flywheel.errors import ApplicationError, ValidationError, internal_error_body
 from flywheel.models import Tenant
 from routing import conversation, llm
 from routing.classify import IntentResult, Turn
@@ -192,8 +192,8 @@ async def _recorded(query: _Query, state: RoutingState) -> AsyncIterator[None]:
             await _record(query, query.decision("rejected", error_type=err.type), state)
         raise
     except Exception:
+        logger.exception("Query %s failed inside Flywheel", query.request_id)
         if not query.recorded:
-            logger.exception("Query %s failed inside Flywheel", query.request_id)
             await _record(query, query.decision("failed", error_type="InternalError"), state)
         raise
 
@@ -363,16 +363,20 @@ async def _conclude(
     )
 
 
+async def _answered_locally(query: _Query, state: RoutingState, answer: str) -> dict[str, Any]:
+    """Record and build an answer Flywheel gave itself (from the conversation)."""
+    query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
+    await _record(query, query.decision("success", answer=answer), state)
+    return _response(query, answer, _routing_block(query, winner=None, attempts=()))
+
+
 async def _answer(request: QueryRequest, tenant: Tenant) -> dict[str, Any]:
     state = await current_state()
     query = _Query(request, tenant)
     async with _recorded(query, state):
         await _prepare(query, state)
         if query.local_answer is not None:
-            query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
-            await _record(query, query.decision("success", answer=query.local_answer), state)
-            routing = _routing_block(query, winner=None, attempts=())
-            return _response(query, query.local_answer, routing)
+            return await _answered_locally(query, state, query.local_answer)
         chain = await run_chain(
             query.planned.candidates,
             query.backend_question,
@@ -424,17 +428,11 @@ async def _stream_producer(
     except ApplicationError as err:
         await queue.put({"event": "error", **err.as_dict()})
     except Exception:  # recorded and logged by _recorded; the client hears the usual shape
-        await queue.put({"event": "error", **_internal_error(query)})
+        await queue.put(
+            {"event": "error", **internal_error_body({"request_id": str(query.request_id)})}
+        )
     finally:
         await queue.put(None)
-
-
-def _internal_error(query: _Query) -> dict[str, Any]:
-    return error_body(
-        "InternalError",
-        "The server failed to answer; the error was logged.",
-        {"request_id": str(query.request_id)},
-    )
 
 
 async def _stream(
@@ -443,10 +441,9 @@ async def _stream(
     await _prepare(query, state)
     if query.local_answer is not None:
         await queue.put({"event": "chunk", "text": query.local_answer})
-        query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
-        await _record(query, query.decision("success", answer=query.local_answer), state)
-        routing = _routing_block(query, winner=None, attempts=())
-        await queue.put({"event": "end", **_response(query, query.local_answer, routing)})
+        await queue.put(
+            {"event": "end", **await _answered_locally(query, state, query.local_answer)}
+        )
         return
     progress = StreamProgress(attempts=[])
     sent = False

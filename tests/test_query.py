@@ -524,21 +524,30 @@ def test_a_streamed_failure_ends_with_an_error_event(world: World, tenant: Tenan
     assert RoutingDecision.objects.get().outcome == "failed"
 
 
-def test_a_client_that_goes_away_loses_nothing(world: World, tenant: Tenant) -> None:
+def _answers_slowly(world: World, text: str) -> None:
     async def slow(request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(0.3)
-        return httpx.Response(200, json={"text": "late but complete"})
+        return httpx.Response(200, json={"text": text})
 
     world.fw_route.mock(side_effect=slow)
 
+
+async def _ask_and_leave(tenant: Tenant) -> None:
+    """Ask, then go away before the answer comes."""
+    task = asyncio.ensure_future(
+        answer_question(query_request({"question": REVIEW}), tenant=tenant)
+    )
+    await asyncio.sleep(0.1)
+    task.cancel()  # what Django does to a view whose client disconnects
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def test_a_client_that_goes_away_loses_nothing(world: World, tenant: Tenant) -> None:
+    _answers_slowly(world, "late but complete")
+
     async def disconnect() -> None:
-        task = asyncio.ensure_future(
-            answer_question(query_request({"question": REVIEW}), tenant=tenant)
-        )
-        await asyncio.sleep(0.1)
-        task.cancel()  # what Django does to a view whose client disconnects
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await _ask_and_leave(tenant)
         for _ in range(50):
             if await RoutingDecision.objects.filter(outcome="success").aexists():
                 return
@@ -552,20 +561,10 @@ def test_a_client_that_goes_away_loses_nothing(world: World, tenant: Tenant) -> 
 
 
 def test_a_shutdown_waits_for_answers_whose_clients_left(world: World, tenant: Tenant) -> None:
-    async def slow(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(0.3)
-        return httpx.Response(200, json={"text": "finished during shutdown"})
-
-    world.fw_route.mock(side_effect=slow)
+    _answers_slowly(world, "finished during shutdown")
 
     async def disconnect_then_shut_down() -> None:
-        task = asyncio.ensure_future(
-            answer_question(query_request({"question": REVIEW}), tenant=tenant)
-        )
-        await asyncio.sleep(0.1)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await _ask_and_leave(tenant)
         await answers_finish()
 
     async_to_sync(disconnect_then_shut_down)()
