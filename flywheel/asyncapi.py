@@ -9,7 +9,6 @@ authentication, JSON parsing and the one error shape.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -19,7 +18,14 @@ from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from flywheel.asyncdb import db
-from flywheel.errors import ApplicationError, AuthenticationError, ValidationError, error_body
+from flywheel.errors import (
+    ApplicationError,
+    AuthenticationError,
+    RateLimitError,
+    UnsupportedMediaTypeError,
+    error_body,
+)
+from flywheel.jsonin import parse_json
 from flywheel.models import ApiKey
 from flywheel.services import api_key_authenticate, api_key_recall
 
@@ -41,19 +47,26 @@ async def authenticate(request: HttpRequest) -> ApiKey:
 
 
 def json_body(request: HttpRequest) -> Any:
-    """The request's JSON body. Raises ValidationError when it is not JSON."""
-    try:
-        return json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ValidationError(
-            "The request body is not valid JSON.", details={"reason": str(err)}
-        ) from err
+    """The request's JSON body (flywheel/jsonin.py's contract).
+
+    Raises UnsupportedMediaTypeError unless it is sent as application/json,
+    ValidationError when it is not acceptable JSON.
+    """
+    media_type = request.content_type or ""
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        raise UnsupportedMediaTypeError(
+            "Send the request body as JSON (Content-Type: application/json).",
+            details={"content_type": media_type[:100]},
+        )
+    return parse_json(request.body or b"null")
 
 
 def error_response(err: ApplicationError) -> JsonResponse:
     response = JsonResponse(err.as_dict(), status=err.status_code)
     if isinstance(err, AuthenticationError):
         response["WWW-Authenticate"] = 'Bearer realm="api"'
+    elif isinstance(err, RateLimitError):
+        response["Retry-After"] = str(err.retry_after)
     return response
 
 

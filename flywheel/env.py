@@ -90,6 +90,9 @@ def as_database(raw: str) -> dict[str, Any]:
 
 def as_cache(raw: str) -> dict[str, Any]:
     config: dict[str, Any] = _env.cache_url_config(raw)
+    # Several checkouts (and their test runs) may share one Redis: each keeps its keys
+    # under its own prefix, and clears only those.
+    config["KEY_PREFIX"] = _env.str("FLYWHEEL_CACHE_PREFIX", default="flywheel")
     if config.get("BACKEND") == "django.core.cache.backends.redis.RedisCache":
         config["BACKEND"] = "flywheel.redis_cache.RedisCache"  # one client per pool
     return config
@@ -99,3 +102,28 @@ def as_url(raw: str) -> str:
     if "://" not in raw:
         raise ValueError("expected a URL such as redis://127.0.0.1:6379/0")
     return raw
+
+
+def as_networks(raw: str) -> list[str]:
+    """Comma-separated CIDRs (IPv4 or IPv6), each checked; e.g. ``10.0.0.0/8,fd00::/8``."""
+    import ipaddress
+
+    networks = as_list(raw)
+    for network in networks:
+        ipaddress.ip_network(network, strict=False)
+    return networks
+
+
+_RATE_PERIODS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+def as_rate(raw: str) -> tuple[int, int] | None:
+    """``N/period`` (period: second, minute, hour or day) as (N, seconds); ``off`` is None."""
+    value = raw.strip().lower()
+    if value in {"off", "none", "0"}:
+        return None
+    count, _, period = value.partition("/")
+    seconds = _RATE_PERIODS.get(period.strip().rstrip("s") or "")
+    if seconds is None or not count.strip().isdigit() or int(count) <= 0:
+        raise ValueError("expected N/second, N/minute, N/hour or N/day (or off)")
+    return int(count), seconds

@@ -56,6 +56,24 @@ class ConflictError(ApplicationError):
     status_code = status.HTTP_409_CONFLICT
 
 
+class UnsupportedMediaTypeError(ApplicationError):
+    type = "UnsupportedMediaType"
+    status_code = status.HTTP_415_UNSUPPORTED_MEDIA_TYPE
+
+
+class RateLimitError(ApplicationError):
+    """Too many requests; ``retry_after`` (seconds) travels as the Retry-After header."""
+
+    type = "RateLimitError"
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+
+    def __init__(
+        self, message: str, *, retry_after: int, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message, details={"retry_after": retry_after, **(details or {})})
+        self.retry_after = retry_after
+
+
 class UnavailableError(ApplicationError):
     type = "UnavailableError"
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
@@ -88,7 +106,10 @@ def _drf_type(exc: drf_exceptions.APIException) -> str:
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler: every API error leaves in the one error shape."""
     if isinstance(exc, ApplicationError):
-        return Response(exc.as_dict(), status=exc.status_code)
+        response = Response(exc.as_dict(), status=exc.status_code)
+        if isinstance(exc, RateLimitError):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     if isinstance(exc, Http404):
         exc = drf_exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -106,6 +127,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         details = {}
         message = str(exc.detail)
     response = Response(error_body(_drf_type(exc), message, details), status=exc.status_code)
+    if isinstance(exc, drf_exceptions.Throttled) and exc.wait is not None:
+        response["Retry-After"] = str(max(1, round(exc.wait)))
     if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
         response["WWW-Authenticate"] = 'Bearer realm="api"'
     return response

@@ -17,8 +17,10 @@ from flywheel.env import (
     as_database,
     as_fraction,
     as_list,
+    as_networks,
     as_positive_float,
     as_positive_int,
+    as_rate,
     as_url,
     read,
 )
@@ -178,7 +180,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["flywheel.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["flywheel.jsonin.StrictJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "flywheel.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
@@ -238,3 +240,14 @@ QUERY_ROUTING_ENABLED = read("QUERY_ROUTING_ENABLED", as_bool, False)
 QUERY_ROUTING_USE_LLM = read("QUERY_ROUTING_USE_LLM", as_bool, False)
 QUERY_ROUTING_LLM_MODEL = read("QUERY_ROUTING_LLM_MODEL", str, "") or LLM_MODEL
 QUERY_ROUTING_CONFIDENCE_THRESHOLD = read("QUERY_ROUTING_CONFIDENCE_THRESHOLD", as_fraction, 0.7)
+
+# --- Security ----------------------------------------------------------------------
+# Backends registered with a tenant's API key may not point at loopback, private,
+# link-local, multicast, reserved or unspecified addresses, except inside these
+# networks (comma-separated CIDRs). Staff-registered backends (admin, commands) may.
+BACKEND_ALLOWED_NETWORKS = read("FLYWHEEL_BACKEND_ALLOWED_NETWORKS", as_networks, [])
+# Requests per API key, across every door and worker process (shared through the
+# cache); "off" turns the limit off. Each key may carry its own in the admin.
+RATE_LIMIT = read("FLYWHEEL_RATE_LIMIT", as_rate, (1200, 60))
+# Failed authentications per client address before it is told to wait.
+AUTH_FAILURE_LIMIT = read("FLYWHEEL_AUTH_FAILURE_LIMIT", as_rate, (30, 60))

@@ -4,7 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/flywheel}
+# Checkouts sharing a machine (and CI beside them) get a database and cache prefix
+# of their own, named after the checkout's path.
+checkout=$(printf %s "$PWD" | sha1sum | cut -c1-8)
+export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/flywheel_$checkout}
+export FLYWHEEL_CACHE_PREFIX=${FLYWHEEL_CACHE_PREFIX:-test_$checkout}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
 export CACHE_URL=${CACHE_URL:-$REDIS_URL/1}
 export CELERY_BROKER_URL=${CELERY_BROKER_URL:-$REDIS_URL/2}

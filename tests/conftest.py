@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -53,6 +54,18 @@ def backend(db) -> Backend:
     )
 
 
+def clear_own_cache_keys(cache: Any) -> None:
+    """Empty the cache of this checkout's keys only: a Redis may be shared (never FLUSHDB)."""
+    client_of = getattr(getattr(cache, "_cache", None), "get_client", None)
+    if client_of is None:
+        cache.clear()
+        return
+    client = client_of(write=True)
+    keys = list(client.scan_iter(match=cache.make_key("*"), count=1000))
+    if keys:
+        client.delete(*keys)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_routing_state() -> Iterator[None]:
     """Each test starts with empty shared caches and no in-process routing memo."""
@@ -61,7 +74,7 @@ def _fresh_routing_state() -> Iterator[None]:
     from flywheel.services import api_keys_forget_memo
     from routing import execution, state
 
-    cache.clear()
+    clear_own_cache_keys(cache)
     state.forget()
     execution.forget_configs()
     api_keys_forget_memo()
