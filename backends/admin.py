@@ -1,4 +1,9 @@
-"""Admin for backends. A backend's API key is write-only: never rendered back."""
+"""Admin for backends. A backend's API key is write-only: never rendered back.
+
+Staff are trusted: a backend saved here may reach private addresses unless
+the box is cleared. Its owner is set once, when it is created: nothing here
+moves a backend (or its key) from one owner to another.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,11 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from backends.adapters import run_sync
-from backends.errors import BackendError
+from backends.addresses import url_problem
 from backends.models import Backend, BackendHealth, HealthCheck
-from backends.services import ahealth_check_all
-from chatflows.services import adiscover_all
+from backends.services import backends_discover_now, backends_health_check_now
 from flywheel.admin_base import ReadOnlyAdmin
+from flywheel.errors import ApplicationError, RateLimitError
 
 
 class BackendForm(forms.ModelForm):
@@ -41,8 +45,15 @@ class BackendForm(forms.ModelForm):
             "enabled",
             "timeout_seconds",
             "weight",
+            "allow_private_addresses",
             "tenant",
         ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields.get("allow_private_addresses")
+        if field is not None and self.instance.pk is None:
+            field.initial = True  # staff registering a server are trusted, as commands are
 
     def clean_api_key(self) -> str:
         # A blank field means "unchanged": the stored key is never sent to the page.
@@ -53,6 +64,12 @@ class BackendForm(forms.ModelForm):
         cleaned = super().clean() or {}
         if cleaned.get("clear_api_key"):
             cleaned["api_key"] = ""
+        url = cleaned.get("base_url")
+        moved = self.instance.pk is None or url != self.instance.base_url
+        if url and moved and not cleaned.get("allow_private_addresses"):
+            problem = url_problem(url)
+            if problem:
+                self.add_error("base_url", problem)
         return cleaned
 
 
@@ -80,17 +97,28 @@ class BackendHealthInline(admin.StackedInline):
 class BackendAdmin(admin.ModelAdmin):
     form = BackendForm
     list_display = ["name", "kind", "base_url", "enabled", "api_key_state", "is_healthy", "tenant"]
-    list_filter = ["kind", "enabled", "tenant", "health__healthy"]
+    list_filter = ["kind", "enabled", "tenant", "allow_private_addresses", "health__healthy"]
     search_fields = ["name", "base_url"]
     list_select_related = ["health", "tenant"]
     inlines = [BackendHealthInline]
     actions = ["check_health_now", "discover_flows_now"]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # The owner is chosen once: changing it would hand the backend, and its key, over.
+        return ["tenant"] if obj is not None else []
+
+    def _report_error(self, request: HttpRequest, backend: Backend, err: ApplicationError) -> None:
+        level = messages.WARNING if isinstance(err, RateLimitError) else messages.ERROR
+        self.message_user(request, f"{backend.name}: {err.message}", level)
+
     @admin.action(description="Check health of selected backends now")
     def check_health_now(self, request: HttpRequest, queryset: QuerySet[Backend]) -> None:
-        for outcome in run_sync(ahealth_check_all, list(queryset)):
-            if isinstance(outcome, BackendError):
-                self.message_user(request, outcome.message, messages.ERROR)
+        backends = list(queryset)
+        for backend, outcome in zip(
+            backends, backends_health_check_now(backends=backends), strict=True
+        ):
+            if isinstance(outcome, ApplicationError):
+                self._report_error(request, backend, outcome)
             else:
                 level = messages.SUCCESS if outcome.ok else messages.WARNING
                 state = "healthy" if outcome.ok else f"unhealthy: {outcome.error}"
@@ -98,9 +126,10 @@ class BackendAdmin(admin.ModelAdmin):
 
     @admin.action(description="Discover flows of selected backends now")
     def discover_flows_now(self, request: HttpRequest, queryset: QuerySet[Backend]) -> None:
-        for report in run_sync(adiscover_all, list(queryset)):
-            if isinstance(report, BackendError):
-                self.message_user(request, report.message, messages.ERROR)
+        backends = list(queryset)
+        for backend, report in zip(backends, backends_discover_now(backends=backends), strict=True):
+            if isinstance(report, ApplicationError):
+                self._report_error(request, backend, report)
             else:
                 self.message_user(
                     request,

@@ -1,26 +1,45 @@
-"""REST doors for backends: CRUD, health check and discovery on demand."""
+"""REST doors for backends: CRUD, health check and discovery on demand.
+
+A tenant sees its own backends whole (the API key excepted: write-only) and
+of a shared backend only its id, name, kind and health state.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from backends.adapters import run_sync
-from backends.models import Backend, BackendKind
+from backends.addresses import validate_backend_url, without_userinfo
+from backends.models import (
+    MAX_TIMEOUT_SECONDS,
+    MAX_WEIGHT,
+    MIN_TIMEOUT_SECONDS,
+    Backend,
+    BackendKind,
+    validate_api_key,
+)
 from backends.selectors import backend_get_for, backends_visible_to
-from backends.services import ahealth_check, backend_create, backend_delete, backend_update
-from chatflows.services import adiscover
+from backends.services import (
+    backend_create,
+    backend_delete,
+    backend_update,
+    backends_discover_now,
+    backends_health_check_now,
+)
 from flywheel.authentication import request_api_key
-from flywheel.errors import PermissionDeniedError
+from flywheel.errors import ApplicationError, PermissionDeniedError
 
 
 class BackendHealthSerializer(serializers.Serializer):
     healthy = serializers.BooleanField()
+    in_cooldown = serializers.BooleanField()
     last_checked_at = serializers.DateTimeField(allow_null=True)
     latency_ms = serializers.FloatField(allow_null=True)
     last_error = serializers.CharField()
@@ -28,30 +47,137 @@ class BackendHealthSerializer(serializers.Serializer):
     cooldown_until = serializers.DateTimeField(allow_null=True)
 
 
-class BackendSerializer(serializers.Serializer):
-    """A backend as the API shows it: the API key can be written, never read."""
+class SharedHealthSerializer(serializers.Serializer):
+    healthy = serializers.BooleanField()
+    in_cooldown = serializers.BooleanField()
+
+
+class BackendURLField(serializers.URLField):
+    """A backend URL: http or https without user-info, shown without user-info
+    even where an old row holds some."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=500, validators=[validate_backend_url], **kwargs)
+
+    def to_representation(self, value: str) -> str:
+        return without_userinfo(value)
+
+
+class FiniteFloatField(serializers.FloatField):
+    def to_internal_value(self, data: Any) -> float:
+        value = super().to_internal_value(data)
+        if not math.isfinite(value):
+            self.fail("invalid")
+        return value
+
+
+# The JSON type each kind of field takes: DRF would also turn "yes" into True,
+# 12 into "12" and false into 0.0; the schema promises, and the server holds, the types.
+_JSON_TYPES: tuple[tuple[type[serializers.Field], tuple[type, ...], str], ...] = (
+    (serializers.BooleanField, (bool,), "true or false"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.ChoiceField, (str,), "a string"),
+)
+
+
+def _type_problem(field: serializers.Field, value: Any) -> str | None:
+    if value is None:
+        return None  # the field's own allow_null decides
+    for kind, types, name in _JSON_TYPES:
+        if isinstance(field, kind):
+            numeric = kind is not serializers.BooleanField
+            if not isinstance(value, types) or (numeric and isinstance(value, bool)):
+                return f"Must be {name}."
+            return None
+    return None
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not take (unknown or read-only) and values of the wrong
+    JSON type, with a 400 naming each, as /query does."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            writable = {name for name, field in self.fields.items() if not field.read_only}
+            errors = {name: ["Unknown field."] for name in sorted(set(data) - writable)}
+            for name in set(data) & writable:
+                problem = _type_problem(self.fields[name], data[name])
+                if problem:
+                    errors[name] = [problem]
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
+class BackendSerializer(StrictSerializer):
+    """One of the caller's own backends: the API key can be written, never read."""
 
     id = serializers.IntegerField(read_only=True)
     name = serializers.CharField(max_length=100)
     kind = serializers.ChoiceField(choices=BackendKind.choices)
-    base_url = serializers.URLField(max_length=500)
+    base_url = BackendURLField()
     api_key = serializers.CharField(
-        max_length=500, write_only=True, required=False, allow_blank=True, trim_whitespace=True
+        max_length=500,
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=True,
+        validators=[validate_api_key],
     )
     has_api_key = serializers.BooleanField(read_only=True)
     enabled = serializers.BooleanField(required=False)
-    timeout_seconds = serializers.FloatField(min_value=0.1, required=False)
-    weight = serializers.FloatField(min_value=0, required=False)
+    timeout_seconds = FiniteFloatField(
+        min_value=MIN_TIMEOUT_SECONDS, max_value=MAX_TIMEOUT_SECONDS, required=False
+    )
+    weight = FiniteFloatField(min_value=0, max_value=MAX_WEIGHT, required=False)
     shared = serializers.SerializerMethodField()
     health = serializers.SerializerMethodField()
 
+    @extend_schema_field({"type": "boolean", "enum": [False]})
     def get_shared(self, backend: Backend) -> bool:
-        return backend.tenant_id is None
+        return False
 
-    @extend_schema(responses=BackendHealthSerializer(allow_null=True))
+    @extend_schema_field(BackendHealthSerializer(allow_null=True))
     def get_health(self, backend: Backend) -> dict[str, Any] | None:
         health = getattr(backend, "health", None)
         return None if health is None else BackendHealthSerializer(health).data
+
+
+class SharedBackendSerializer(serializers.Serializer):
+    """A shared backend as a tenant sees it: what it is called and whether it is up."""
+
+    id = serializers.IntegerField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    kind = serializers.ChoiceField(choices=BackendKind.choices, read_only=True)
+    shared = serializers.SerializerMethodField()
+    health = serializers.SerializerMethodField()
+
+    @extend_schema_field({"type": "boolean", "enum": [True]})
+    def get_shared(self, backend: Backend) -> bool:
+        return True
+
+    @extend_schema_field(SharedHealthSerializer(allow_null=True))
+    def get_health(self, backend: Backend) -> dict[str, Any] | None:
+        health = getattr(backend, "health", None)
+        return None if health is None else SharedHealthSerializer(health).data
+
+
+def _shown_schema(*, many: bool) -> PolymorphicProxySerializer:
+    """For the schema: one of the caller's own backends, or a shared one (told by ``shared``)."""
+    return PolymorphicProxySerializer(
+        component_name="ShownBackend",
+        serializers=[BackendSerializer, SharedBackendSerializer],
+        resource_type_field_name=None,
+        many=many,
+    )
+
+
+def _shown(backend: Backend) -> dict[str, Any]:
+    if backend.tenant_id is None:
+        return SharedBackendSerializer(backend).data
+    return BackendSerializer(backend).data
 
 
 class HealthOutcomeSerializer(serializers.Serializer):
@@ -79,18 +205,29 @@ def _editable(request: Request, backend: Backend) -> Backend:
     return backend
 
 
+def _only(results: list[Any]) -> Any:
+    """The one slot of an on-demand run, raising the error that stopped it."""
+    (result,) = results
+    if isinstance(result, ApplicationError):
+        raise result
+    return result
+
+
 class BackendViewSet(viewsets.ViewSet):
     """Backends the caller's tenant can use: shared ones and its own."""
 
     serializer_class = BackendSerializer
     queryset = Backend.objects.none()  # only tells the schema generator the id's type
+    # ASCII digits only, and no more than a bigint holds: anything else is a 404.
+    lookup_value_regex = "[0-9]{1,18}"
 
     def _backend(self, request: Request, pk: str) -> Backend:
         return backend_get_for(request_api_key(request).tenant, pk)
 
+    @extend_schema(responses=_shown_schema(many=True))
     def list(self, request: Request) -> Response:
         backends = backends_visible_to(request_api_key(request).tenant)
-        return Response(BackendSerializer(backends, many=True).data)
+        return Response([_shown(backend) for backend in backends])
 
     def create(self, request: Request) -> Response:
         serializer = BackendSerializer(data=request.data)
@@ -100,8 +237,9 @@ class BackendViewSet(viewsets.ViewSet):
         )
         return Response(BackendSerializer(backend).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(responses=_shown_schema(many=False))
     def retrieve(self, request: Request, pk: str) -> Response:
-        return Response(BackendSerializer(self._backend(request, pk)).data)
+        return Response(_shown(self._backend(request, pk)))
 
     def update(self, request: Request, pk: str) -> Response:
         return self._update(request, pk, partial=False)
@@ -123,11 +261,21 @@ class BackendViewSet(viewsets.ViewSet):
     @extend_schema(request=None, responses=HealthOutcomeSerializer)
     @action(detail=True, methods=["post"], url_path="health-check")
     def health_check(self, request: Request, pk: str) -> Response:
-        outcome = run_sync(ahealth_check, self._backend(request, pk))
+        """Probe one of the caller's own backends now (at most once per 10 s)."""
+        outcome = _only(
+            backends_health_check_now(
+                backends=[self._backend(request, pk)], tenant=request_api_key(request).tenant
+            )
+        )
         return Response(HealthOutcomeSerializer(outcome).data)
 
     @extend_schema(request=None, responses=DiscoveryReportSerializer)
     @action(detail=True, methods=["post"])
     def discover(self, request: Request, pk: str) -> Response:
-        report = run_sync(adiscover, self._backend(request, pk))
+        """Discover the flows of one of the caller's own backends now (at most once per 30 s)."""
+        report = _only(
+            backends_discover_now(
+                backends=[self._backend(request, pk)], tenant=request_api_key(request).tenant
+            )
+        )
         return Response(DiscoveryReportSerializer(report).data)

@@ -1,8 +1,10 @@
 """The typed errors a backend adapter raises (seed 003), mapped from real server behaviour.
 
-Each carries the backend's name and, where there was one, the HTTP status and
-a short excerpt of the body, so a caller can tell what the server really said.
-They are application errors: every door reports them in the one error shape.
+Each carries the backend's name and, where there was one, the HTTP status;
+its message is Flywheel's own account of the failure (and, at most, a
+backend's short JSON error message, scrubbed of credentials: see
+backends/http.py), never the body of a reply. They are application errors:
+every door reports them in the one error shape.
 """
 
 from __future__ import annotations
@@ -80,6 +82,16 @@ class BackendRateLimitError(BackendError):
     type = "RateLimitError"
     status_code = status.HTTP_429_TOO_MANY_REQUESTS
     transient = True
+
+
+class BackendConfigurationError(BackendError):
+    """Flywheel's own settings for the backend cannot be used (a key it cannot send).
+
+    A backend error all the same, so routing moves on to the next candidate.
+    """
+
+    type = "ConfigurationError"
+    status_code = status.HTTP_502_BAD_GATEWAY
 
 
 class BackendUnexpectedError(BackendError):

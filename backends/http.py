@@ -3,13 +3,19 @@ backend, explicit timeouts, a bounded retry budget for idempotent calls, and
 transport failures turned into typed errors.
 
 The client decides; a transport (backends/transport.py) carries the bytes.
+What a failure says is Flywheel's own account (kind of failure, HTTP status,
+content type, size), never a reply's body or the library's words, and every
+error leaving the client is scrubbed of the credentials it sent
+(backends/redact.py): error text reaches tenants, decisions and logs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -18,11 +24,13 @@ from typing import Any
 from yarl import URL
 
 from backends.errors import (
+    BackendConfigurationError,
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
     BackendUnexpectedError,
 )
+from backends.redact import redact, redact_value, secret_spellings
 from backends.transport import (
     AiohttpTransport,
     Request,
@@ -38,9 +46,25 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 # Statuses worth retrying: the server says "not now", not "never".
 RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
-BODY_EXCERPT_CHARS = 300
+# How a transport failure is told, by its kind: (the kind a caller sees, the words).
+# A name that does not resolve and one that resolves somewhere forbidden read the
+# same, so the answers are no oracle for which internal names exist.
+_UNRESOLVED = (
+    "address",
+    "could not be reached (its host did not resolve to an address it may use)",
+)
+FAILURES = {
+    "connection": ("connection", "could not be reached (the connection failed)"),
+    "dns": _UNRESOLVED,
+    "blocked": _UNRESOLVED,
+    "tls": ("tls", "could not be reached (the TLS handshake failed)"),
+}
+# Header values travel as bytes on the wire: a CR or LF would split the request.
+_SENDABLE = re.compile(r"[\x20-\x7e]*")
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&.+^_-]{0,63}/[a-z0-9][a-z0-9!#$&.+^_-]{0,63}")
 
 ErrorMapper = Callable[[Response, str], BackendError]
+logger = logging.getLogger(__name__)
 
 
 def ms_since(started: float) -> float:
@@ -48,9 +72,24 @@ def ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-def body_excerpt(response: Response) -> str:
-    """The start of a response body, for error details (never the whole page)."""
-    return response.text[:BODY_EXCERPT_CHARS] if response.is_read else ""
+def content_type(response: Response) -> str:
+    """The reply's media type when it looks like one (``text/html``), else ``unknown``."""
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return media if _MEDIA_TYPE.fullmatch(media) else "unknown"
+
+
+def reply_details(response: Response) -> dict[str, Any]:
+    """What Flywheel tells of a reply it does not repeat: its content type and size."""
+    length = response.headers.get("content-length", "")
+    size = len(response.content) if response.is_read else int(length) if length.isdigit() else None
+    return {"content_type": content_type(response), "size": size}
+
+
+def describe(response: Response) -> str:
+    """A reply in Flywheel's words, e.g. ``HTTP 500, text/html, 1234 bytes``: never its body."""
+    details = reply_details(response)
+    size = "size unknown" if details["size"] is None else f"{details['size']} bytes"
+    return f"HTTP {response.status_code}, {details['content_type']}, {size}"
 
 
 def json_body(response: Response, backend: str) -> Any:
@@ -59,22 +98,21 @@ def json_body(response: Response, backend: str) -> Any:
         return response.json()
     except ValueError as err:
         raise BackendUnexpectedError(
-            "The backend answered with something that is not JSON.",
+            f"The backend answered with something that is not JSON ({describe(response)}).",
             backend=backend,
             http_status=response.status_code,
-            details={
-                "content_type": response.headers.get("content-type", ""),
-                "body": body_excerpt(response),
-            },
+            details=reply_details(response),
         ) from err
 
 
-def network_transport() -> Transport:
+def network_transport(*, restricted: bool = False) -> Transport:
     """What carries requests when no transport is given: aiohttp (backends/transport.py).
 
-    The test suite swaps in one built on httpx, whose backend mocks it uses.
+    A ``restricted`` transport reaches only the addresses backends/addresses.py
+    allows. The test suite swaps in one built on httpx, whose backend mocks it
+    uses; the address guard is proven on real sockets (tests/test_transport.py).
     """
-    return AiohttpTransport()
+    return AiohttpTransport(restricted=restricted)
 
 
 class HttpClient:
@@ -94,6 +132,7 @@ class HttpClient:
         headers: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
         transport: Transport | None = None,
+        restricted: bool = False,
     ) -> None:
         self.backend_name = backend_name
         self.timeout_seconds = timeout_seconds
@@ -101,7 +140,21 @@ class HttpClient:
         self._headers = dict(headers or {})
         self._json_headers = {**self._headers, "Content-Type": "application/json"}
         self._map_error = error_mapper
-        self._transport = transport or network_transport()
+        self._transport = transport or network_transport(restricted=restricted)
+        self._secrets = secret_spellings(self._headers.values())
+        self._sendable = all(_SENDABLE.fullmatch(v) for v in self._headers.values())
+
+    def clean(self, text: str) -> str:
+        """Backend-supplied text made fit to show: credentials we sent (and anything
+        shaped like one) removed, control characters gone, cut short."""
+        return redact(text, self._secrets)
+
+    def clean_error(self, err: BackendError) -> BackendError:
+        """``err`` with its message and details cleaned (see :meth:`clean`); returns it."""
+        err.message = self.clean(err.message)
+        err.args = (err.message,)
+        err.details = redact_value(err.details, self._secrets)
+        return err
 
     def _request(
         self,
@@ -111,6 +164,12 @@ class HttpClient:
         json_data: Any,
         timeout: float | None,
     ) -> Request:
+        if not self._sendable:  # a key stored before keys were checked, say
+            raise BackendConfigurationError(
+                f"Backend {self.backend_name!r} has an API key that cannot be sent "
+                "(it holds control or non-ASCII characters); set the key again.",
+                backend=self.backend_name,
+            )
         url = URL(self._base_url + path)
         if params:
             url = url.update_query(params)
@@ -159,7 +218,7 @@ class HttpClient:
                 attempt += 1
                 continue
             if response.is_error:
-                raise self._map_error(response, self.backend_name)
+                raise self.clean_error(self._map_error(response, self.backend_name))
             return response
 
     @asynccontextmanager
@@ -181,7 +240,7 @@ class HttpClient:
         try:
             if response.is_error:
                 await response.aread()
-                raise self._map_error(response, self.backend_name)
+                raise self.clean_error(self._map_error(response, self.backend_name))
             yield response
         except TransportError as err:
             raise self._transport_error(err, request) from err
@@ -189,16 +248,22 @@ class HttpClient:
             await response.aclose()
 
     def _transport_error(self, err: TransportError, request: Request) -> BackendError:
+        """Flywheel's words for a failure, by kind: the library's own text (which tells a
+        closed port from an open one) goes to the log only."""
         name = self.backend_name
+        logger.info("backend %s: %s %s failed: %s", name, request.method, request.url.path, err)
         if isinstance(err, TransportTimeout):
-            return BackendTimeoutError(
-                f"Backend {name!r} did not answer in time ({err}).",
+            error: BackendError = BackendTimeoutError(
+                f"Backend {name!r} did not answer in time.",
                 backend=name,
-                details={"timeout_seconds": request.timeout},
+                details={"failure": "timeout", "timeout_seconds": request.timeout},
             )
-        return BackendConnectionError(
-            f"Backend {name!r} could not be reached: {err}.", backend=name
-        )
+        else:
+            failure, words = FAILURES.get(err.kind, FAILURES["connection"])
+            error = BackendConnectionError(
+                f"Backend {name!r} {words}.", backend=name, details={"failure": failure}
+            )
+        return self.clean_error(error)
 
     def _backoff(self, attempt: int, response: Response | None) -> float:
         if response is not None:

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models.functions import Lower
+from django.utils import timezone
 
+from backends.addresses import validate_backend_url
 from flywheel.models import Tenant
+
+MIN_TIMEOUT_SECONDS = 0.1
+MAX_TIMEOUT_SECONDS = 600.0
+MAX_WEIGHT = 100.0
+# A key travels in an HTTP header: a CR or LF in it would split the request.
+validate_api_key = RegexValidator(
+    r"^[\x20-\x7e]*$",
+    "An API key may hold only printable ASCII characters (no line breaks or control characters).",
+    code="api_key_characters",
+)
 
 
 class BackendKind(models.TextChoices):
@@ -20,23 +32,37 @@ class Backend(models.Model):
     ``api_key`` is write-only: it is sent to the backend and never rendered
     back by any admin page, API response, log line or MCP result.
     A backend with an owning tenant serves only that tenant; one without
-    serves every tenant.
+    serves every tenant. Names are unique per owner, never across owners, so
+    no tenant learns another's names, and the owner never changes.
+    Unless ``allow_private_addresses`` (set by staff only), the backend may
+    reach only public addresses (backends/addresses.py).
     """
 
     name = models.CharField(max_length=100)
     kind = models.CharField(max_length=20, choices=BackendKind.choices)
-    base_url = models.URLField(max_length=500, help_text="e.g. http://127.0.0.1:3000")
-    api_key = models.CharField(max_length=500, blank=True)
+    base_url = models.URLField(
+        max_length=500,
+        validators=[validate_backend_url],
+        help_text="e.g. http://127.0.0.1:3000 (http or https, no user name or password)",
+    )
+    api_key = models.CharField(max_length=500, blank=True, validators=[validate_api_key])
     enabled = models.BooleanField(default=True)
     timeout_seconds = models.FloatField(
         default=60.0,
-        validators=[MinValueValidator(0.1)],
-        help_text="Read timeout for a flow run, in seconds.",
+        validators=[MinValueValidator(MIN_TIMEOUT_SECONDS), MaxValueValidator(MAX_TIMEOUT_SECONDS)],
+        help_text="Read timeout for a flow run, in seconds (0.1 to 600).",
     )
     weight = models.FloatField(
         default=1.0,
-        validators=[MinValueValidator(0.0)],
-        help_text="Relative preference among equally scored backends.",
+        validators=[MinValueValidator(0.0), MaxValueValidator(MAX_WEIGHT)],
+        help_text="Relative preference among equally scored backends (0 to 100).",
+    )
+    allow_private_addresses = models.BooleanField(
+        default=False,
+        help_text=(
+            "May reach loopback, private and other internal addresses. Only staff set this; "
+            "a tenant that points the backend elsewhere clears it."
+        ),
     )
     tenant = models.ForeignKey(
         Tenant,
@@ -54,8 +80,18 @@ class Backend(models.Model):
         constraints = [
             models.UniqueConstraint(
                 Lower("name"),
-                name="backend_name_unique_ci",
-                violation_error_message="A backend with this name already exists.",
+                "tenant",
+                condition=models.Q(tenant__isnull=False),
+                name="backend_name_unique_per_tenant_ci",
+                violation_error_message="You already have a backend with this name.",
+                violation_error_code="duplicate_name",
+            ),
+            models.UniqueConstraint(
+                Lower("name"),
+                condition=models.Q(tenant__isnull=True),
+                name="backend_name_unique_shared_ci",
+                violation_error_message="A shared backend with this name already exists.",
+                violation_error_code="duplicate_name",
             ),
             models.CheckConstraint(
                 condition=models.Q(kind__in=BackendKind.values), name="backend_kind_valid"
@@ -95,6 +131,10 @@ class BackendHealth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.backend.name}: {'healthy' if self.healthy else 'unhealthy'}"
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_until is not None and self.cooldown_until > timezone.now()
 
 
 class HealthCheck(models.Model):

@@ -14,16 +14,19 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from backends import snapshot
-from backends.adapters import get_adapter
+from backends.adapters import get_adapter, run_sync
 from backends.adapters.base import BackendConfig, HealthResult
+from backends.addresses import url_problem
 from backends.errors import BackendError
 from backends.models import Backend, BackendHealth, HealthCheck
-from flywheel.errors import ValidationError
+from backends.on_demand import DISCOVERY, HEALTH_CHECK, on_demand_admit
+from flywheel.errors import ApplicationError, ConflictError, ValidationError
 from flywheel.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -42,40 +45,109 @@ def backend_config(backend: Backend) -> BackendConfig:
         base_url=backend.base_url,
         api_key=backend.api_key,
         timeout_seconds=backend.timeout_seconds,
+        allow_private_addresses=backend.allow_private_addresses,
     )
 
 
-def _validated_save(backend: Backend) -> Backend:
+def _refuse_unknown(fields: dict[str, Any]) -> None:
+    unknown = sorted(set(fields) - set(EDITABLE_FIELDS))
+    if unknown:
+        raise ValidationError(
+            f"Unknown backend fields: {', '.join(unknown)}.",
+            details={"fields": {name: ["Unknown field."] for name in unknown}},
+        )
+
+
+DUPLICATE_NAME = "duplicate_name"  # the code of both name constraints (backends/models.py)
+
+
+def _duplicate_name(backend: Backend) -> ConflictError:
+    owner = "You already have" if backend.tenant_id else "There is already a shared"
+    return ConflictError(
+        f"{owner} backend named {backend.name!r}.",
+        details={"fields": {"name": ["A backend with this name already exists."]}},
+    )
+
+
+def _validated_save(backend: Backend, *, check_address: bool) -> Backend:
+    """Validate (fields, constraints, and where the URL points when ``check_address``)
+    and save. Raises ConflictError when the owner already has a backend of that
+    name, else ValidationError naming every bad field."""
+    errors: dict[str, list[str]] = {}
     try:
         backend.full_clean()
     except DjangoValidationError as err:
-        raise ValidationError(
-            "The backend is not valid.", details={"fields": err.message_dict}
-        ) from err
-    backend.save()
+        codes = {e.code for e in err.error_dict.get(NON_FIELD_ERRORS, [])}
+        if DUPLICATE_NAME in codes and len(err.error_dict) == 1:
+            raise _duplicate_name(backend) from err
+        errors = dict(err.message_dict)
+    if check_address and "base_url" not in errors:
+        problem = url_problem(backend.base_url)  # resolves the host: blocking, sync code only
+        if problem:
+            errors["base_url"] = [problem]
+    if errors:
+        raise ValidationError("The backend is not valid.", details={"fields": errors})
+    try:
+        with transaction.atomic():
+            backend.save()
+    except IntegrityError as err:  # a concurrent save took the name after full_clean looked
+        raise _duplicate_name(backend) from err
     return backend
 
 
 def backend_create(
-    *, name: str, kind: str, base_url: str, tenant: Tenant | None = None, **fields: Any
+    *,
+    name: str,
+    kind: str,
+    base_url: str,
+    tenant: Tenant | None = None,
+    trusted: bool = False,
+    **fields: Any,
 ) -> Backend:
-    """Register a backend. Raises ValidationError naming the bad fields."""
-    unknown = set(fields) - set(EDITABLE_FIELDS)
-    if unknown:
-        raise ValidationError(f"Unknown backend fields: {', '.join(sorted(unknown))}.")
-    return _validated_save(
-        Backend(name=name, kind=kind, base_url=base_url, tenant=tenant, **fields)
+    """Register a backend owned by ``tenant`` (None: shared).
+
+    ``trusted`` is for staff doors (admin, management commands): the backend
+    may reach private addresses. Otherwise (a tenant's API key) it may not, and
+    its host is resolved and checked before saving (backends/addresses.py).
+    Raises ValidationError naming the bad fields.
+    """
+    _refuse_unknown(fields)
+    backend = Backend(
+        name=name,
+        kind=kind,
+        base_url=base_url,
+        tenant=tenant,
+        allow_private_addresses=trusted,
+        **fields,
     )
+    return _validated_save(backend, check_address=not trusted)
 
 
-def backend_update(*, backend: Backend, **fields: Any) -> Backend:
-    """Change a backend's settings. Raises ValidationError naming the bad fields."""
-    unknown = set(fields) - set(EDITABLE_FIELDS)
-    if unknown:
-        raise ValidationError(f"Unknown backend fields: {', '.join(sorted(unknown))}.")
+def backend_update(*, backend: Backend, trusted: bool = False, **fields: Any) -> Backend:
+    """Change a backend's settings; its owner never changes.
+
+    ``trusted`` (staff doors) lets the backend reach private addresses. An
+    untrusted caller (a tenant's key) that points it at another URL has the new
+    host checked, loses that allowance, and loses the stored API key unless it
+    sends one: a key goes only to the server it was given for.
+    Raises ValidationError naming the bad fields (``tenant`` among them).
+    """
+    if "tenant" in fields:
+        raise ValidationError(
+            "A backend's owner cannot change.",
+            details={"fields": {"tenant": ["A backend's owner cannot change."]}},
+        )
+    _refuse_unknown(fields)
+    moved = "base_url" in fields and fields["base_url"] != backend.base_url
     for field, value in fields.items():
         setattr(backend, field, value)
-    return _validated_save(backend)
+    if trusted:
+        backend.allow_private_addresses = True
+    elif moved:
+        backend.allow_private_addresses = False
+        if "api_key" not in fields:
+            backend.api_key = ""
+    return _validated_save(backend, check_address=moved and not trusted)
 
 
 def backend_delete(*, backend: Backend) -> None:
@@ -172,6 +244,55 @@ async def gather_bounded(
                 return err
             except Exception as err:  # a bug for one backend must not stop the rest
                 logger.exception("backend %s failed unexpectedly", item.name)
-                return BackendError(f"{type(err).__name__}: {err}", backend=item.name)
+                # The exception's text stays in the log: it may quote what a backend sent.
+                return BackendError(
+                    f"Flywheel failed on backend {item.name!r} ({type(err).__name__}); "
+                    "the error was logged.",
+                    backend=item.name,
+                )
 
     return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+# --- on demand (a person asked, not the schedule) ------------------------------
+
+
+def backends_health_check_now(
+    *, backends: Sequence[Backend], tenant: Tenant | None = None
+) -> list[HealthOutcome | ApplicationError]:
+    """Probe backends now for a person: REST (``tenant``, the caller's) or the admin (None).
+
+    Each slot holds the outcome or the error that stopped it:
+    PermissionDeniedError or RateLimitError (backends/on_demand.py), or a BackendError.
+    """
+    return _on_demand(backends, tenant, HEALTH_CHECK, ahealth_check_all)
+
+
+def backends_discover_now(
+    *, backends: Sequence[Backend], tenant: Tenant | None = None
+) -> list[Any]:
+    """Discover backends' flows now for a person; slots as in backends_health_check_now,
+    holding a chatflows DiscoveryReport or an ApplicationError."""
+    from chatflows.services import adiscover_all  # chatflows builds on backends
+
+    return _on_demand(backends, tenant, DISCOVERY, adiscover_all)
+
+
+def _on_demand(
+    backends: Sequence[Backend],
+    tenant: Tenant | None,
+    operation: str,
+    run: Callable[[list[Backend]], Awaitable[list[T | BackendError]]],
+) -> list[T | ApplicationError]:
+    slots: list[ApplicationError | None] = []
+    admitted: list[Backend] = []
+    for backend in backends:
+        try:
+            on_demand_admit(backend=backend, tenant=tenant, operation=operation)
+        except ApplicationError as err:
+            slots.append(err)
+            continue
+        slots.append(None)
+        admitted.append(backend)
+    results = iter(run_sync(run, admitted) if admitted else [])
+    return [next(results) if slot is None else slot for slot in slots]

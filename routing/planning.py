@@ -108,9 +108,11 @@ def _explicit(
     now: datetime,
 ) -> Plan:
     wanted = preference.lower()
-    named = [b for b in backends if b.name.lower() == wanted] or [
-        b for b in backends if b.kind == wanted
-    ]
+    named = [b for b in backends if b.name.lower() == wanted]
+    # Names are unique per owner: a tenant's own backend may share a shared one's
+    # name, and then the tenant means its own.
+    named = [b for b in named if b.tenant_id is not None] or named
+    named = named or [b for b in backends if b.kind == wanted]
     if not named:
         raise ValidationError(
             f"No backend named or of kind {preference!r}.",

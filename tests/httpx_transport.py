@@ -6,6 +6,11 @@ servers in tests/live/). Unit tests stand backends in with httpx's mocks:
 respx, which patches httpx's network layer, and ``httpx.MockTransport``
 handlers fed with responses captured from the real servers. This transport
 lets HttpClient and the adapters run unchanged on top of those mocks.
+
+It takes ``restricted`` like the product's transport but does not guard
+addresses: mocked hosts resolve nowhere. The address guard is the aiohttp
+transport's, proven on real sockets (tests/test_transport.py,
+tests/test_backend_security.py).
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from backends.transport import Request, Response, TransportError, TransportTimeo
 
 
 class HttpxTransport:
-    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self, transport: httpx.AsyncBaseTransport | None = None, *, restricted: bool = False
+    ) -> None:
+        self.restricted = restricted
         self._client = httpx.AsyncClient(transport=transport or httpx.AsyncHTTPTransport())
 
     async def send(self, request: Request, *, stream: bool = False) -> Response:
@@ -61,4 +69,4 @@ def _transport_error(err: httpx.HTTPError) -> TransportError:
     message = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
     if isinstance(err, httpx.TimeoutException):
         return TransportTimeout(message)
-    return TransportError(message)
+    return TransportError(message, "connection")

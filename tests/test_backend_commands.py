@@ -10,6 +10,7 @@ import respx
 from django.core.management import CommandError, call_command
 
 from backends.models import Backend
+from flywheel.models import Tenant
 from tests.captured import response
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,3 +62,38 @@ def test_check_health_prints_a_table() -> None:
     assert lines[1].split()[:2] == ["fw", "ok"]
     assert lines[2].split()[:2] == ["lf", "down"]
     assert "1 backend(s) unhealthy" in err.getvalue()
+
+
+def test_add_backend_refuses_a_key_with_a_line_break() -> None:
+    with pytest.raises(CommandError, match="api_key"):
+        _add("--name", "fw", "--kind", "flowise", "--url", "http://fw.test", "--api-key", "a\r\nb")
+    assert not Backend.objects.exists()
+
+
+def test_add_backend_registers_trusted_shared_backends() -> None:
+    _add("--name", "peer", "--kind", "flowise", "--url", "http://127.0.0.1:3100")
+
+    backend = Backend.objects.get()
+    assert (backend.tenant, backend.allow_private_addresses) == (None, True)
+
+
+def test_add_backend_with_a_tenant_touches_only_that_tenants_backend(tenant: Tenant) -> None:
+    shared_id = _add("--name", "lab", "--kind", "flowise", "--url", "http://10.0.0.1")
+    own_id = _add(
+        "--name", "lab", "--kind", "flowise", "--url", "http://10.0.0.2", "--tenant", "acme"
+    )
+    _add(
+        *("--name", "LAB", "--kind", "flowise", "--url", "http://10.0.0.3", "--update"),
+        *("--tenant", "acme", "--api-key", "Zq7opaqueKEYvalue"),
+    )
+
+    assert shared_id != own_id
+    shared, own = Backend.objects.get(pk=shared_id), Backend.objects.get(pk=own_id)
+    assert (shared.tenant, shared.base_url, shared.api_key) == (None, "http://10.0.0.1", "")
+    assert (own.tenant, own.base_url, own.api_key) == (
+        tenant,
+        "http://10.0.0.3",
+        "Zq7opaqueKEYvalue",
+    )
+    with pytest.raises(CommandError, match="No tenant"):
+        _add("--name", "lab", "--kind", "flowise", "--url", "http://x.test", "--tenant", "nope")

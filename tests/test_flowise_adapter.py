@@ -284,3 +284,88 @@ async def test_a_refused_connection_is_a_connection_error_after_retries() -> Non
         await adapter(refuse).discover_flows()
     assert len(sent) == 1 + HttpClient.max_retries
     assert raised.value.as_dict()["error"]["type"] == "ConnectionError"
+
+
+# --- what an error tells: Flywheel's words, never a body, never our key -------------------
+
+OPAQUE = BackendConfig(
+    id=3, name="fw", kind="flowise", base_url="http://fw.test", api_key="Zq7opaqueKEYvalue"
+)
+
+
+def _opaque(handler: Handler) -> FlowiseBackend:
+    return FlowiseBackend.build(OPAQUE, transport=HttpxTransport(httpx.MockTransport(handler)))
+
+
+async def test_an_error_page_is_described_not_repeated() -> None:
+    page = "<html>INTERNAL_ONLY_TOKEN=abc123 stack trace ...</html>"
+
+    def fail(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, text=page, headers={"content-type": "text/html; charset=utf-8"})
+
+    with pytest.raises(BackendUnexpectedError) as raised:
+        await adapter(fail).execute_flow(AGENTFLOW_ID, "q")
+
+    error = raised.value.as_dict()["error"]
+    assert "INTERNAL_ONLY_TOKEN" not in json.dumps(error)
+    assert error["message"] == f"Flowise backend 'fw': HTTP 500, text/html, {len(page)} bytes"
+    assert error["details"] == {
+        "backend": "fw",
+        "http_status": 500,
+        "content_type": "text/html",
+        "size": len(page),
+    }
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "denied for {auth}",
+        "denied for {token}",
+        "key={token}; password=hunter2 api_key: abc Basic dXNlcjpwYXNzd29yZDEyMw==",
+    ],
+)
+async def test_a_json_error_message_stays_but_loses_credentials(message: str) -> None:
+    def echo(request: httpx.Request) -> httpx.Response:
+        auth = request.headers["authorization"]
+        text = message.format(auth=auth, token=auth.split()[1])
+        return httpx.Response(500, json={"message": text + " " + "x" * 500})
+
+    with pytest.raises(BackendUnexpectedError) as raised:
+        await _opaque(echo).execute_flow(AGENTFLOW_ID, "q")
+
+    shown = json.dumps(raised.value.as_dict())
+    assert raised.value.message.startswith("Flowise backend 'fw': ")
+    assert "[redacted]" in raised.value.message
+    for secret in ("Zq7opaqueKEYvalue", "hunter2", "dXNlcjpwYXNzd29yZDEyMw"):
+        assert secret not in shown
+    assert len(raised.value.message) <= 300
+
+
+async def test_a_stream_error_that_echoes_our_key_is_scrubbed() -> None:
+    def stream(request: httpx.Request) -> httpx.Response:
+        event = {"event": "error", "data": f"bad key {request.headers['authorization']}"}
+        text = f"message:\ndata:{json.dumps(event)}\n\n"
+        return httpx.Response(200, text=text, headers={"content-type": "text/event-stream"})
+
+    with pytest.raises(BackendError) as raised:
+        async for _ in _opaque(stream).stream_flow(AGENTFLOW_ID, "q"):
+            pass
+
+    assert "Zq7opaqueKEYvalue" not in raised.value.message
+    assert "[redacted]" in raised.value.message
+
+
+@pytest.mark.parametrize("answer", ['"just a string"', "[1, 2]", "42"])
+async def test_answers_of_the_wrong_shape_are_backend_errors_not_crashes(answer: str) -> None:
+    def odd(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=answer, headers={"content-type": "application/json"})
+
+    with pytest.raises(BackendUnexpectedError):
+        await adapter(odd).execute_flow(AGENTFLOW_ID, "q")
+    if answer != "[1, 2]":  # a list is a server that does not paginate
+        with pytest.raises(BackendUnexpectedError):
+            await adapter(odd).discover_flows()
+    with pytest.raises(BackendUnexpectedError):
+        async for _ in adapter(odd).stream_flow(AGENTFLOW_ID, "q"):
+            pass

@@ -1,4 +1,5 @@
-"""Health checks: history rows, current health, cooldown, and the published snapshot."""
+"""Health checks: history rows, current health, cooldown, the published snapshot,
+and who may ask for a probe (or a discovery) on demand, how often."""
 
 from __future__ import annotations
 
@@ -9,13 +10,20 @@ import httpx
 import pytest
 import respx
 from asgiref.sync import async_to_sync
+from django.core.cache import caches
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from backends import snapshot
 from backends.adapters.base import HealthResult
 from backends.models import Backend, BackendHealth, HealthCheck
+from backends.on_demand import HEALTH_CHECK_SECONDS
 from backends.services import HealthOutcome, ahealth_check_all, health_record
 from backends.tasks import check_health
+from flywheel.cache import shared_cache
+from flywheel.models import Tenant
 from routing.models import RoutingPolicy
 from tests.captured import response
 
@@ -132,3 +140,86 @@ def test_backends_are_probed_concurrently_within_the_bound(policy) -> None:
         b.name for b in backends
     ]
     assert peak == 2
+
+
+# --- on demand: owner or staff only, one per backend per interval (issue 11, section 3)
+
+
+@pytest.fixture
+def own(tenant: Tenant) -> Backend:
+    return Backend.objects.create(
+        name="own", kind="flowise", base_url="http://fw.test", api_key="k", tenant=tenant
+    )
+
+
+@respx.mock
+def test_a_tenant_cannot_probe_or_discover_a_shared_backend(
+    api_client: APIClient, backend: Backend
+) -> None:
+    ping = respx.get(f"{backend.base_url}/api/v1/ping")
+    flows = respx.get(f"{backend.base_url}/api/v1/chatflows")
+
+    probed = [api_client.post(f"/api/v1/backends/{backend.pk}/health-check") for _ in range(3)]
+    discovered = api_client.post(f"/api/v1/backends/{backend.pk}/discover")
+
+    for result in (*probed, discovered):
+        assert result.status_code == 403
+        assert result.json()["error"]["type"] == "PermissionDenied"
+    assert not ping.called
+    assert not flows.called
+    assert not HealthCheck.objects.exists()
+    assert not BackendHealth.objects.exists()
+
+
+@respx.mock
+def test_on_demand_probes_are_limited_per_backend_across_processes(
+    api_client: APIClient, own: Backend
+) -> None:
+    ping = respx.get("http://fw.test/api/v1/ping").mock(return_value=response("flowise", "ping"))
+    url = f"/api/v1/backends/{own.pk}/health-check"
+
+    first = api_client.post(url)
+    second = api_client.post(url)
+
+    assert first.status_code == 200
+    assert second.status_code == 429
+    assert second.json()["error"]["type"] == "RateLimitError"
+    assert 1 <= int(second["Retry-After"]) <= HEALTH_CHECK_SECONDS
+    assert ping.call_count == 1
+    assert HealthCheck.objects.count() == 1
+    # The slot lives in the shared cache (Redis), so every web process sees it.
+    another_process = caches.create_connection("default")
+    assert another_process.get(f"flywheel:on-demand:health-check:{own.pk}") is not None
+    shared_cache().delete(f"flywheel:on-demand:health-check:{own.pk}")
+    assert api_client.post(url).status_code == 200
+
+
+@respx.mock
+def test_on_demand_discovery_is_limited_too(api_client: APIClient, own: Backend) -> None:
+    respx.get("http://fw.test/api/v1/chatflows").mock(
+        return_value=httpx.Response(200, json={"data": [], "total": 0})
+    )
+    url = f"/api/v1/backends/{own.pk}/discover"
+
+    assert api_client.post(url).status_code == 200
+    limited = api_client.post(url)
+
+    assert limited.status_code == 429
+    assert int(limited["Retry-After"]) >= 1
+
+
+@respx.mock
+def test_the_admin_action_is_limited_per_backend(admin_client: Client, backend: Backend) -> None:
+    ping = respx.get(f"{backend.base_url}/api/v1/ping").mock(
+        return_value=response("flowise", "ping")
+    )
+    action = {"action": "check_health_now", "_selected_action": [backend.pk]}
+    changelist = reverse("admin:backends_backend_changelist")
+
+    admin_client.post(changelist, action)
+    again = admin_client.post(changelist, action, follow=True)
+
+    shown = [str(m) for m in again.context["messages"]]
+    assert any("try again in" in message for message in shown)
+    assert ping.call_count == 1
+    assert HealthCheck.objects.count() == 1

@@ -207,3 +207,86 @@ async def test_the_flow_lifecycle_calls() -> None:
 
     assert [r.method for r in sent] == ["POST", "PATCH", "DELETE"]
     assert patched["description"] == "patched by capture_fixtures.py"
+
+
+# --- what an error tells: Flywheel's words, never a body, never our key -------------------
+
+OPAQUE = BackendConfig(
+    id=4, name="lf", kind="langflow", base_url="http://lf.test", api_key="Zq7opaqueKEYvalue"
+)
+
+
+def _opaque(handler: Handler) -> LangflowBackend:
+    return LangflowBackend.build(OPAQUE, transport=HttpxTransport(httpx.MockTransport(handler)))
+
+
+async def test_a_health_answer_names_only_plain_failing_parts() -> None:
+    def odd(request: httpx.Request) -> httpx.Response:
+        secret = request.headers["x-api-key"]
+        return httpx.Response(200, json={"status": "ok", "db": "error", f"<{secret}>": "bad"})
+
+    result = await _opaque(odd).health_check()
+
+    assert not result.ok
+    assert result.error == "health check reports not ok: db and 1 more"
+
+
+async def test_a_health_answer_that_is_not_an_object_is_described() -> None:
+    def page(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=["INTERNAL", request.headers["x-api-key"]])
+
+    result = await _opaque(page).health_check()
+
+    assert result.error.startswith("unexpected health answer (HTTP 200, application/json, ")
+    assert "Zq7opaqueKEYvalue" not in result.error
+    assert "INTERNAL" not in result.error
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        lambda key: httpx.Response(500, json={"detail": f"key {key} refused"}),
+        lambda key: httpx.Response(502, text=f"upstream said {key}"),
+        lambda key: httpx.Response(500, json={"detail": {"message": key, "trace": "x"}}),
+        lambda key: httpx.Response(500, json={"unexpected": key}),
+    ],
+)
+async def test_run_errors_never_carry_our_key_or_a_body(reply: Callable) -> None:
+    def fail(request: httpx.Request) -> httpx.Response:
+        return reply(request.headers["x-api-key"])
+
+    with pytest.raises(BackendError) as raised:
+        await _opaque(fail).execute_flow(ECHO_ID, "q")
+
+    assert "Zq7opaqueKEYvalue" not in json.dumps(raised.value.as_dict())
+    assert "upstream said" not in raised.value.message
+
+
+async def test_a_stream_error_that_echoes_our_key_is_scrubbed() -> None:
+    def stream(request: httpx.Request) -> httpx.Response:
+        event = {
+            "event": "error",
+            "data": {"error": f"500: bad key {request.headers['x-api-key']}"},
+        }
+        return httpx.Response(
+            200, text=json.dumps(event) + "\n\n", headers={"content-type": "text/event-stream"}
+        )
+
+    with pytest.raises(BackendError) as raised:
+        async for _ in _opaque(stream).stream_flow(ECHO_ID, "q"):
+            pass
+
+    assert "Zq7opaqueKEYvalue" not in raised.value.message
+    assert raised.value.message == "Langflow backend 'lf': bad key [redacted]"
+
+
+@pytest.mark.parametrize("answer", ['"just a string"', "[1, 2]", '{"items": 7}'])
+async def test_answers_of_the_wrong_shape_are_backend_errors_not_crashes(answer: str) -> None:
+    def odd(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=answer, headers={"content-type": "application/json"})
+
+    with pytest.raises(BackendUnexpectedError):
+        await adapter(odd).discover_flows()
+    if not answer.startswith("{"):
+        with pytest.raises(BackendUnexpectedError):
+            await adapter(odd).execute_flow(ECHO_ID, "q")

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from yarl import URL
 
 from backends.errors import BackendConnectionError, BackendError, BackendTimeoutError
@@ -272,3 +273,121 @@ def test_a_declared_charset_decodes_the_text() -> None:
         content=b"caf\xe9",
     )
     assert response.text == "café"
+
+
+# --- the address guard of backends registered by tenants (backends/addresses.py) ---
+
+
+def _count_requests() -> tuple[list[dict[str, Any]], Handler]:
+    seen: list[dict[str, Any]] = []
+
+    async def pong(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        seen.append(request)
+        writer.write(_response(200, b"pong", {"Content-Type": "text/plain"}))
+
+    return seen, pong
+
+
+def _get(url: str, *, restricted: bool) -> Response:
+    async def run() -> Response:
+        http = HttpClient(
+            base_url=url,
+            backend_name="local",
+            error_mapper=lambda response, backend: BackendError("HTTP error", backend=backend),
+            transport=AiohttpTransport(restricted=restricted),
+        )
+        http.max_retries = 0
+        try:
+            return await http.request("GET", "/api/v1/ping")
+        finally:
+            await http.aclose()
+
+    return asyncio.run(run())
+
+
+def _on_loopback(host: str, *, restricted: bool) -> tuple[Any, list[dict[str, Any]]]:
+    """GET through a server on 127.0.0.1, addressed as ``host``: the answer (or the
+    error) and the requests the server saw."""
+    seen, pong = _count_requests()
+
+    async def run() -> Any:
+        async with server(pong) as local:
+            port = URL(local).port
+            try:
+                return await asyncio.to_thread(_get, f"http://{host}:{port}", restricted=restricted)
+            except BackendError as err:
+                return err
+
+    return asyncio.run(run()), seen
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "0x7f.0.0.1"])
+def test_a_restricted_backend_is_refused_at_connect_time(host: str) -> None:
+    """Whatever the URL said when it was saved, the address connected to is checked now:
+    a name resolving to loopback (DNS rebinding) and literals are refused unsent."""
+    refused, seen = _on_loopback(host, restricted=True)
+
+    assert isinstance(refused, BackendConnectionError)
+    assert refused.details["failure"] == "address"
+    assert seen == []
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1"])
+def test_a_trusted_backend_and_an_allowed_network_reach_loopback(host: str) -> None:
+    trusted, seen_trusted = _on_loopback(host, restricted=False)
+    with override_settings(BACKEND_ALLOWED_NETWORKS=["127.0.0.0/8"]):
+        allowed, seen_allowed = _on_loopback(host, restricted=True)
+
+    assert isinstance(trusted, Response)
+    assert isinstance(allowed, Response)
+    assert trusted.text == allowed.text == "pong"
+    assert (len(seen_trusted), len(seen_allowed)) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[::1]:9",
+        "http://[::ffff:127.0.0.1]:9",
+        "http://[::]:9",
+        "http://[fe80::1]:9",
+        "http://127.1:9",
+        "http://2130706433:9",
+        "http://0177.0.0.1:9",
+        "http://0.0.0.0:9",
+        "http://169.254.169.254:9",
+        "http://10.0.0.1:9",
+    ],
+)
+def test_a_restricted_backend_never_connects_to_an_internal_literal(url: str) -> None:
+    with pytest.raises(BackendConnectionError) as raised:
+        _get(url, restricted=True)
+
+    assert raised.value.details["failure"] == "address"
+
+
+def test_a_closed_port_and_a_port_that_is_not_http_read_the_same() -> None:
+    """aiohttp's words ("Connect call failed" vs "Server disconnected") would let a
+    tenant scan ports: the caller sees Flywheel's one description instead."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+
+    async def hang_up(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        writer.transport.abort()
+
+    async def run() -> list[BackendError]:
+        errors = []
+        async with server(hang_up) as open_url:
+            for url in (f"http://127.0.0.1:{closed}", open_url):
+                try:
+                    await asyncio.to_thread(_get, url, restricted=False)
+                except BackendError as err:
+                    errors.append(err)
+        return errors
+
+    closed_error, open_error = asyncio.run(run())
+
+    assert closed_error.message == open_error.message
+    assert closed_error.details == open_error.details
+    assert closed_error.message == "Backend 'local' could not be reached (the connection failed)."

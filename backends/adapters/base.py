@@ -27,7 +27,11 @@ class Exchange:
 
 @dataclass(frozen=True)
 class BackendConfig:
-    """What an adapter needs to reach one server. ``api_key`` never leaves the adapter."""
+    """What an adapter needs to reach one server. ``api_key`` never leaves the adapter.
+
+    Without ``allow_private_addresses`` the client connects only to public
+    addresses (backends/addresses.py), checked on what the name resolves to.
+    """
 
     id: int
     name: str
@@ -35,11 +39,19 @@ class BackendConfig:
     base_url: str
     api_key: str = field(default="", repr=False)
     timeout_seconds: float = 60.0
+    allow_private_addresses: bool = False
 
     @property
     def cache_key(self) -> tuple[object, ...]:
         """Changes whenever anything that shapes the HTTP client changes."""
-        return (self.id, self.kind, self.base_url, self.api_key, self.timeout_seconds)
+        return (
+            self.id,
+            self.kind,
+            self.base_url,
+            self.api_key,
+            self.timeout_seconds,
+            self.allow_private_addresses,
+        )
 
 
 @dataclass(frozen=True)
@@ -109,12 +121,16 @@ class FlowBackend(abc.ABC):
             headers=cls.auth_headers(config.api_key) if config.api_key else {},
             timeout_seconds=config.timeout_seconds,
             transport=transport,
+            restricted=not config.allow_private_addresses,
         )
         return cls(config, http)
 
     @abc.abstractmethod
     async def health_check(self) -> HealthResult:
-        """Probe the server cheaply (no flow runs, nothing billed); never raises."""
+        """Probe the server cheaply (no flow runs, nothing billed); never raises.
+
+        The error is Flywheel's description of what went wrong, never the reply's body.
+        """
 
     @abc.abstractmethod
     async def discover_flows(self) -> list[DiscoveredFlow]:

@@ -32,7 +32,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import body_excerpt, json_body, ms_since
+from backends.http import describe, json_body, ms_since, reply_details
 from backends.transport import Response
 
 PAGE_SIZE = 100
@@ -58,17 +58,21 @@ def map_error(response: Response, backend: str) -> BackendError:
         return BackendNotFoundError(text, **args)
     if status in {400, 412, 422} or _is_bad_input(lowered):
         return BackendValidationError(text, **args)
-    return BackendUnexpectedError(text, **args, details={"body": body_excerpt(response)})
+    return BackendUnexpectedError(text, **args, details=reply_details(response))
 
 
 def _error_message(response: Response) -> str:
+    """Flowise's own error message (``message`` or ``error``), else Flywheel's description
+    of the reply: a body that is not a Flowise error is never repeated."""
     try:
         body = response.json()
     except ValueError:
-        return body_excerpt(response) or f"HTTP {response.status_code}"
+        return describe(response)
     if isinstance(body, dict):
-        return str(body.get("message") or body.get("error") or body)
-    return str(body)
+        for key in ("message", "error"):
+            if isinstance(body.get(key), str) and body[key]:
+                return str(body[key])
+    return describe(response)
 
 
 def _is_bad_input(lowered_message: str) -> bool:
@@ -161,7 +165,7 @@ class FlowiseBackend(FlowBackend):
             return HealthResult(False, ms_since(started), err.message)
         latency = ms_since(started)
         if response.text.strip() != "pong":
-            return HealthResult(False, latency, f"unexpected ping answer: {body_excerpt(response)}")
+            return HealthResult(False, latency, f"unexpected ping answer ({describe(response)})")
         return HealthResult(True, latency)
 
     async def discover_flows(self) -> list[DiscoveredFlow]:
@@ -175,12 +179,17 @@ class FlowiseBackend(FlowBackend):
             if isinstance(body, list):  # a server that does not paginate sends everything
                 records.extend(body)
                 break
+            if not isinstance(body, dict):
+                raise _unreadable(self.config.name, "flow list", response)
             chunk = body.get("data") or []
             records.extend(chunk)
-            if not chunk or len(records) >= int(body.get("total", 0)):
+            if not chunk or len(records) >= _int(body.get("total")):
                 break
             page += 1
-        return [_discovered(record) for record in records]
+        try:
+            return [_discovered(record) for record in records]
+        except (KeyError, TypeError) as err:
+            raise _unreadable(self.config.name, "flow list", response) from err
 
     # --- running flows ---------------------------------------------------------
 
@@ -200,7 +209,7 @@ class FlowiseBackend(FlowBackend):
             raise BackendUnexpectedError(
                 f"Flowise backend {self.config.name!r} answered without text.",
                 backend=self.config.name,
-                details={"body": body_excerpt(response)},
+                details=reply_details(response),
             )
         text = data.get("text")
         if text is None:
@@ -225,6 +234,8 @@ class FlowiseBackend(FlowBackend):
                 # Not streamable (e.g. a custom-function CHATFLOW): a plain JSON answer.
                 await response.aread()
                 data = _json_or_not_found(response, self.config.name)
+                if not isinstance(data, dict):
+                    raise _unreadable(self.config.name, "answer", response)
                 text = str(data.get("text", ""))
                 yield StreamEvent("chunk", text)
                 yield StreamEvent("end", text, str(data.get("sessionId") or ""))
@@ -238,7 +249,7 @@ class FlowiseBackend(FlowBackend):
                 elif event == "metadata" and isinstance(payload, dict):
                     session = str(payload.get("sessionId") or payload.get("chatId") or "")
                 elif event == "error":
-                    raise map_stream_error(str(payload), self.config.name)
+                    raise self.http.clean_error(map_stream_error(str(payload), self.config.name))
                 elif event == "end":
                     break
             yield StreamEvent("end", "".join(parts), session)
@@ -285,20 +296,39 @@ class FlowiseBackend(FlowBackend):
         )
         data = _json_or_not_found(response, self.config.name)
         if isinstance(data, dict) and "error" in data:
-            raise BackendValidationError(
-                f"Flowise backend {self.config.name!r} could not generate a flow: {data['error']}. "
-                "Check the chat model's name and credentials.",
-                backend=self.config.name,
-                http_status=response.status_code,
-                details={"raw_response": data.get("rawResponse")},
+            raise self.http.clean_error(
+                BackendValidationError(
+                    f"Flowise backend {self.config.name!r} could not generate a flow: "
+                    f"{data['error']}. Check the chat model's name and credentials.",
+                    backend=self.config.name,
+                    http_status=response.status_code,
+                    details={"raw_response": data.get("rawResponse")},
+                )
             )
         if not isinstance(data, dict) or "nodes" not in data:
             raise BackendUnexpectedError(
                 f"Flowise backend {self.config.name!r} generated no nodes.",
                 backend=self.config.name,
-                details={"body": body_excerpt(response)},
+                details=reply_details(response),
             )
         return data
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _unreadable(backend: str, what: str, response: Response) -> BackendUnexpectedError:
+    return BackendUnexpectedError(
+        f"Flowise backend {backend!r} answered with a {what} Flywheel cannot read "
+        f"({describe(response)}).",
+        backend=backend,
+        http_status=response.status_code,
+        details=reply_details(response),
+    )
 
 
 def map_stream_error(message: str, backend: str) -> BackendError:

@@ -10,6 +10,7 @@ is blank-line-separated bare JSON objects, not SSE, and a failing stream is a
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -30,14 +31,17 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import body_excerpt, json_body, ms_since
+from backends.http import describe, json_body, ms_since, reply_details
 from backends.transport import Response
 
 PAGE_SIZE = 100  # Langflow's maximum page size
+# A health key worth naming in a failed probe; anything else is only counted.
+_HEALTH_KEY = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 
 
 def error_message(detail: Any) -> str:
-    """Langflow's ``detail``: a string, a JSON string holding ``{"message"}``, or a list."""
+    """Langflow's ``detail``: a string, a JSON string holding ``{"message"}``, or a list;
+    "" for anything else."""
     if isinstance(detail, str):
         try:
             inner = json.loads(detail)
@@ -48,24 +52,28 @@ def error_message(detail: Any) -> str:
         return detail
     if isinstance(detail, list):  # FastAPI validation errors
         return "; ".join(
-            f"{'.'.join(str(p) for p in item.get('loc', []))}: {item.get('msg', '')}"
+            f"{'.'.join(str(p) for p in item['loc'])}: {item.get('msg', '')}"
             for item in detail
-            if isinstance(item, dict)
+            if isinstance(item, dict) and isinstance(item.get("loc"), list)
         )
-    if isinstance(detail, dict):
-        return str(detail.get("message") or detail)
-    return str(detail)
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        return str(detail["message"])
+    return ""
 
 
 def map_error(response: Response, backend: str) -> BackendError:
-    """Turn a Langflow error response into the right typed error."""
+    """Turn a Langflow error response into the right typed error.
+
+    The message is Langflow's own ``detail``, else Flywheel's description of
+    the reply: a body that is not a Langflow error is never repeated.
+    """
     status = response.status_code
     try:
         body = response.json()
     except ValueError:
         body = None
-    detail = body.get("detail") if isinstance(body, dict) else body
-    message = error_message(detail) if detail is not None else body_excerpt(response)
+    detail = body.get("detail") if isinstance(body, dict) else None
+    message = (error_message(detail) if detail is not None else "") or describe(response)
     args: dict[str, Any] = {"backend": backend, "http_status": status}
     text = f"Langflow backend {backend!r}: {message}"
     if status in {401, 403}:
@@ -141,10 +149,22 @@ class LangflowBackend(FlowBackend):
         except BackendError as err:
             return HealthResult(False, ms_since(started), err.message)
         latency = ms_since(started)
-        failing = {k: v for k, v in body.items() if v != "ok"} if isinstance(body, dict) else body
-        if failing:
-            return HealthResult(False, latency, f"health check reports: {failing}")
+        failure = self._health_failure(body, response)
+        if failure:
+            return HealthResult(False, latency, failure)
         return HealthResult(True, latency)
+
+    def _health_failure(self, body: Any, response: Response) -> str:
+        """What a health answer reports as failing, or "" when all is ok."""
+        if not isinstance(body, dict):
+            return f"unexpected health answer ({describe(response)})"
+        failing = sorted(str(k) for k, v in body.items() if v != "ok")
+        if not failing:
+            return ""
+        named = [k for k in failing if _HEALTH_KEY.fullmatch(k)][:5]
+        more = len(failing) - len(named)
+        listed = ", ".join(named) + (f" and {more} more" if more else "")
+        return self.http.clean(f"health check reports not ok: {listed}")
 
     async def discover_flows(self) -> list[DiscoveredFlow]:
         flows: list[DiscoveredFlow] = []
@@ -162,9 +182,13 @@ class LangflowBackend(FlowBackend):
                 },
             )
             body = json_body(response, self.config.name)
-            items = body.get("items") or []
-            flows.extend(_discovered(item) for item in items if not item.get("is_component"))
-            if page >= int(body.get("pages") or 0) or not items:
+            try:
+                items = body.get("items") or []
+                flows.extend(_discovered(item) for item in items if not item.get("is_component"))
+                last = page >= int(body.get("pages") or 0) or not items
+            except (AttributeError, KeyError, TypeError, ValueError) as err:
+                raise _unreadable(self.config.name, "flow list", response) from err
+            if last:
                 break
             page += 1
         return flows
@@ -187,6 +211,8 @@ class LangflowBackend(FlowBackend):
             json=run_body(question, session_id, parameters, history),
         )
         data = json_body(response, self.config.name)
+        if not isinstance(data, dict):
+            raise _unreadable(self.config.name, "answer", response)
         return ExecutionResult(
             text=answer_text(data),
             session_id=str(data.get("session_id") or ""),
@@ -220,7 +246,9 @@ class LangflowBackend(FlowBackend):
                     # A failing run sends the error as a chat message, then a final
                     # {"error": "500: {json}"}; the last one carries the full cause.
                     if isinstance(payload, dict) and isinstance(payload.get("error"), str):
-                        raise _stream_error(payload["error"], self.config.name)
+                        raise self.http.clean_error(
+                            _stream_error(payload["error"], self.config.name)
+                        )
                     pending_error = str((payload or {}).get("text") or payload)
                 elif event == "end":
                     result = (payload or {}).get("result") or {}
@@ -233,7 +261,7 @@ class LangflowBackend(FlowBackend):
                     )
                     return
         if pending_error:
-            raise _stream_error(pending_error, self.config.name)
+            raise self.http.clean_error(_stream_error(pending_error, self.config.name))
         raise BackendUnexpectedError(
             f"Langflow backend {self.config.name!r} ended the stream without an end event.",
             backend=self.config.name,
@@ -263,6 +291,16 @@ class LangflowBackend(FlowBackend):
 
     async def delete_flow(self, flow_id: str) -> None:
         await self.http.request("DELETE", f"/api/v1/flows/{flow_id}", retry=False)
+
+
+def _unreadable(backend: str, what: str, response: Response) -> BackendUnexpectedError:
+    return BackendUnexpectedError(
+        f"Langflow backend {backend!r} answered with a {what} Flywheel cannot read "
+        f"({describe(response)}).",
+        backend=backend,
+        http_status=response.status_code,
+        details=reply_details(response),
+    )
 
 
 def _stream_error(text: str, backend: str) -> BackendError:

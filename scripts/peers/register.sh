@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Register the live peers (var/peers.env, written by seed.py) as Flywheel
 # backends "flowise-peer" and "langflow-peer"; re-running updates them.
+# They are shared backends (no --tenant): --update touches only the shared
+# backend of that name, never a tenant's that happens to share it, and
+# backends registered by a command are trusted to reach loopback.
 # Uses the database Flywheel is configured for (var/ by default), migrating
 # it first so this also works on a fresh clone.
 set -euo pipefail

@@ -65,6 +65,7 @@ def flowise_config(peers: dict[str, str]) -> BackendConfig:
         base_url=peers["FLOWISE_URL"],
         api_key=peers["FLOWISE_API_KEY"],
         timeout_seconds=30,
+        allow_private_addresses=True,  # the peers listen on loopback, as staff register them
     )
 
 
@@ -78,6 +79,7 @@ def langflow_config(peers: dict[str, str]) -> BackendConfig:
         base_url=peers["LANGFLOW_URL"],
         api_key=peers["LANGFLOW_API_KEY"],
         timeout_seconds=30,
+        allow_private_addresses=True,
     )
 
 

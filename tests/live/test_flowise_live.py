@@ -174,6 +174,22 @@ async def test_an_unreachable_server_is_a_connection_error(flowise_config: Backe
         await adapter.aclose()
 
 
+async def test_a_tenants_backend_never_reaches_the_peer_on_loopback(
+    flowise_config: BackendConfig,
+) -> None:
+    # A backend a tenant registered may not reach loopback, whatever its URL says.
+    adapter = build_adapter(replace(flowise_config, allow_private_addresses=False))
+    try:
+        with pytest.raises(BackendConnectionError) as raised:
+            await adapter.discover_flows()
+        probe = await adapter.health_check()
+    finally:
+        await adapter.aclose()
+    assert raised.value.details["failure"] == "address"
+    assert not probe.ok
+    assert flowise_config.api_key not in probe.error
+
+
 async def test_a_rate_limited_flow_is_a_rate_limit_error(flowise: FlowiseBackend) -> None:
     api_config = {
         "rateLimit": {"status": True, "limitMax": "1", "limitDuration": "60", "limitMsg": "slow"}

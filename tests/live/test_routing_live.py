@@ -33,7 +33,11 @@ def routed(flowise_config: BackendConfig, langflow_config: BackendConfig, peers)
     defaults_load()
     for config in (flowise_config, langflow_config):
         Backend.objects.create(
-            name=config.name, kind=config.kind, base_url=config.base_url, api_key=config.api_key
+            name=config.name,
+            kind=config.kind,
+            base_url=config.base_url,
+            api_key=config.api_key,
+            allow_private_addresses=True,
         )
     run_sync(adiscover_all)
     serving = {

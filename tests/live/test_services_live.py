@@ -26,7 +26,11 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 def live_backends(flowise_config: BackendConfig, langflow_config: BackendConfig) -> list[Backend]:
     return [
         Backend.objects.create(
-            name=config.name, kind=config.kind, base_url=config.base_url, api_key=config.api_key
+            name=config.name,
+            kind=config.kind,
+            base_url=config.base_url,
+            api_key=config.api_key,
+            allow_private_addresses=True,
         )
         for config in (flowise_config, langflow_config)
     ]

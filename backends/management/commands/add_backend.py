@@ -6,13 +6,19 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from backends.models import Backend, BackendKind
+from backends.models import BackendKind
+from backends.selectors import backend_find
 from backends.services import backend_create, backend_update
-from flywheel.errors import ValidationError
+from flywheel.errors import ApplicationError
+from flywheel.models import Tenant
 
 
 class Command(BaseCommand):
-    help = "Register a backend (prints its id). With --update, change an existing one of that name."
+    help = (
+        "Register a shared backend, or one owned by --tenant (prints its id). With --update, "
+        "change the existing one of that name and owner. Backends registered here are "
+        "trusted: they may point at private addresses."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", required=True)
@@ -23,26 +29,47 @@ class Command(BaseCommand):
         )
         parser.add_argument("--timeout", type=float, default=None, help="Run timeout, seconds.")
         parser.add_argument(
-            "--update", action="store_true", help="Update the backend if the name exists."
+            "--tenant",
+            metavar="SLUG",
+            help="The tenant that owns the backend (default: shared with every tenant).",
+        )
+        parser.add_argument(
+            "--update",
+            action="store_true",
+            help="Update the backend of that name and owner if it exists.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        tenant = _tenant(options["tenant"])
         fields: dict[str, Any] = {"kind": options["kind"], "base_url": options["url"]}
         if options["api_key"]:
             fields["api_key"] = options["api_key"]
         if options["timeout"] is not None:
             fields["timeout_seconds"] = options["timeout"]
-        existing = Backend.objects.filter(name__iexact=options["name"]).first()
+        # Only a backend of the same owner is ever updated: another owner's backend
+        # of the same name is a different backend, and must never receive this key.
+        existing = backend_find(name=options["name"], tenant=tenant)
         try:
             if existing and options["update"]:
-                backend = backend_update(backend=existing, **fields)
+                backend = backend_update(backend=existing, trusted=True, **fields)
             elif existing:
                 raise CommandError(
                     f"A backend named {existing.name!r} exists (id {existing.pk}); "
                     "pass --update to change it."
                 )
             else:
-                backend = backend_create(name=options["name"], **fields)
-        except ValidationError as err:
+                backend = backend_create(
+                    name=options["name"], tenant=tenant, trusted=True, **fields
+                )
+        except ApplicationError as err:
             raise CommandError(f"{err.message} {err.details.get('fields', '')}") from err
         self.stdout.write(str(backend.pk))
+
+
+def _tenant(slug: str | None) -> Tenant | None:
+    if slug is None:
+        return None
+    tenant = Tenant.objects.filter(slug=slug).first()
+    if tenant is None:
+        raise CommandError(f"No tenant with slug {slug!r}.")
+    return tenant
