@@ -7,15 +7,36 @@ finds it (another process's land within milliseconds).
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from django.db.models import QuerySet
 
-from analytics.models import RoutingDecision
-from flywheel.errors import NotFoundError
+from analytics.models import Outcome, RoutingDecision
+from flywheel.errors import NotFoundError, ValidationError
+from flywheel.jsonin import string_problem
 from flywheel.models import Tenant
 from routing.recording import settle
 from routing.sessions import session_key
+
+INTENT_SLUG = re.compile(r"[-a-z0-9_]{1,50}")  # as a query's intent (routing/requests.py)
+MAX_BACKEND_NAME = 100
+
+
+def _refuse(parameter: str, rule: str) -> ValidationError:
+    return ValidationError(
+        f"The {parameter} filter is not valid.", details={"fields": {parameter: rule}}
+    )
+
+
+def _check_filters(intent: str | None, outcome: str | None, backend: str | None) -> None:
+    """Refuse filter values no decision can hold: the database would fail on some (NUL)."""
+    if intent and not INTENT_SLUG.fullmatch(intent):
+        raise _refuse("intent", "Must be an intent slug such as 'code-review'.")
+    if outcome and outcome not in Outcome.values:
+        raise _refuse("outcome", f"Must be one of: {', '.join(Outcome.values)}.")
+    if backend and (len(backend) > MAX_BACKEND_NAME or string_problem(backend)):
+        raise _refuse("backend", "Must be a backend's name (up to 100 characters).")
 
 
 def decisions_for(
@@ -26,10 +47,14 @@ def decisions_for(
     backend: str | None = None,
     session_id: str | None = None,
 ) -> QuerySet[RoutingDecision]:
-    """The tenant's decisions, newest first, optionally filtered.
+    """The tenant's decisions, newest first, optionally filtered (a value that matches
+    nothing is an empty result).
 
-    Raises ValidationError for a session id that is not a UUID.
+    Raises ValidationError naming the filter (``intent``, ``outcome``,
+    ``backend`` or ``session``) whose value no decision could have.
     """
+    _check_filters(intent, outcome, backend)
+    session = session_key(session_id, field="session") if session_id else None
     settle()
     decisions = (
         RoutingDecision.objects.filter(tenant=tenant)
@@ -42,8 +67,8 @@ def decisions_for(
         decisions = decisions.filter(outcome=outcome)
     if backend:
         decisions = decisions.filter(backend__name__iexact=backend)
-    if session_id:
-        decisions = decisions.filter(session_id=session_key(session_id))
+    if session is not None:
+        decisions = decisions.filter(session_id=session)
     return decisions
 
 

@@ -8,6 +8,14 @@
    wall time and Flywheel's peak memory.
 
 Both run against uvicorn with one worker, then with two (one per core here).
+The bench key carries a per-key limit far above these rates, so the limiter
+counts every request without refusing any.
+
+3. Limiter cost: on one more server (one worker, the per-address check off),
+   the same questions alternate between that key and a key whose limit is
+   off; prints both and the median of the paired differences (the cost of
+   one Redis round trip). bench/ratelimit.py measures the check alone.
+
 The client is bench/loadgen.py, so that the load generator's own CPU, on
 the same cores, stays small.
 
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -41,6 +50,8 @@ ENV = {
     "FLYWHEEL_VAR_DIR": str(ROOT / "var" / "bench"),
     "FLYWHEEL_LOG_LEVEL": "WARNING",
     "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+    # The stand-ins listen on loopback, which backends may not reach unless allowed.
+    "FLYWHEEL_BACKEND_ALLOWED_NETWORKS": "127.0.0.0/8",
 }
 SETUP = """
 from backends.models import Backend, BackendHealth
@@ -53,8 +64,14 @@ for name, port in (("instant", {instant}), ("slow", {slow})):
     BackendHealth.objects.create(backend=b, healthy=True)
     Flow.objects.create(backend=b, external_id=f"{{name}}-flow", name="any", deployed=True,
                         is_generic=True, intent_keywords=["general"])
-print(api_key_create(tenant=tenant_get_or_create_default(), name="bench")[1])
+tenant = tenant_get_or_create_default()
+print(api_key_create(tenant=tenant, name="bench", rate_limit="{limit}")[1])
+print(api_key_create(tenant=tenant, name="bench, unlimited", rate_limit="off")[1])
 """
+# Counted on every request, never reached: the throughput runs make ~100,000 a minute.
+BENCH_KEY_LIMIT = "10000000/minute"
+# For the limiter's cost: no per-address check, so a key whose limit is off costs nothing.
+LIMITER_OFF_ENV = {"FLYWHEEL_AUTH_FAILURE_LIMIT": "off"}
 
 
 def expect_ok(status: int, body: bytes) -> None:
@@ -124,6 +141,32 @@ async def overhead(port: int, standin_port: int, key: str) -> None:
     print(f"  overhead (via - direct), ms:   {summary(overhead_ms)}")
 
 
+async def limiter_cost(port: int, key: str, unlimited_key: str) -> None:
+    pool = questions(exclude=frozenset({"summarize", "conversation-query"}))[:400]
+    flywheel = await HttpConnection.open("127.0.0.1", port)
+
+    async def via(question: str, raw_key: str) -> float:
+        started = time.perf_counter()
+        headers = {"Authorization": f"Bearer {raw_key}"}
+        status, body = await flywheel.post("/api/v1/query", ask(question, "instant"), headers)
+        expect_ok(status, body)
+        return (time.perf_counter() - started) * 1000
+
+    for question in pool[:50]:
+        await via(question, key)
+        await via(question, unlimited_key)
+    on_ms: list[float] = []
+    off_ms: list[float] = []
+    for question in pool * 2:  # in pairs, so that drift on the shared cores hits both alike
+        on_ms.append(await via(question, key))
+        off_ms.append(await via(question, unlimited_key))
+    flywheel.close()
+    print(f"  /api/v1/query, key limit on, ms:  {summary(on_ms)}")
+    print(f"  /api/v1/query, key limit off, ms: {summary(off_ms)}")
+    paired = statistics.median(on - off for on, off in zip(on_ms, off_ms, strict=True))
+    print(f"  the limiter's cost (median of paired differences): {paired:.3f} ms")
+
+
 async def throughput(port: int, key: str, clients: int = 16, seconds: float = 5.0) -> None:
     pool = questions(exclude=frozenset({"summarize", "conversation-query"}))
     headers = {"Authorization": f"Bearer {key}"}
@@ -169,7 +212,7 @@ async def concurrency(port: int, key: str, pid: int, label: str, n: int = 500) -
     print(f"  Flywheel peak memory (VmHWM, all processes): {peak_rss_mb(pid):.0f} MB")
 
 
-def serve(port: int, workers: int) -> subprocess.Popen[bytes]:
+def serve(port: int, workers: int, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return start(
         [
             "-m",
@@ -186,7 +229,7 @@ def serve(port: int, workers: int) -> subprocess.Popen[bytes]:
             "--backlog",
             "2048",
         ],
-        env=ENV,
+        env={**ENV, **(env or {})},
     )
 
 
@@ -194,7 +237,8 @@ def main() -> None:
     recreate_database()
     manage("migrate", "--noinput", "-v", "0")
     instant_port, slow_port = free_port(), free_port()
-    key = manage("shell", stdin=SETUP.format(instant=instant_port, slow=slow_port)).splitlines()[-1]
+    setup = SETUP.format(instant=instant_port, slow=slow_port, limit=BENCH_KEY_LIMIT)
+    key, unlimited_key = manage("shell", stdin=setup).splitlines()[-2:]
     standins = [
         start(["bench/standin.py", str(instant_port), "0"]),
         start(["bench/standin.py", str(slow_port), "1.0"]),
@@ -218,6 +262,15 @@ def main() -> None:
             finally:
                 server.terminate()
                 server.wait(timeout=20)
+        port = free_port()
+        server = serve(port, 1, LIMITER_OFF_ENV)
+        try:
+            wait_for(f"http://127.0.0.1:{port}/healthz")
+            print("Rate limiter, 1 uvicorn worker (FLYWHEEL_AUTH_FAILURE_LIMIT=off):")
+            asyncio.run(limiter_cost(port, key, unlimited_key))
+        finally:
+            server.terminate()
+            server.wait(timeout=20)
     finally:
         for standin in standins:
             standin.terminate()

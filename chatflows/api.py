@@ -33,8 +33,14 @@ class FlowListView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("backend", str, description="Backend id or name."),
-            OpenApiParameter("intent", str, description="Only flows that serve this intent."),
+            OpenApiParameter(
+                "backend", {"type": "string", "maxLength": 100}, description="Backend id or name."
+            ),
+            OpenApiParameter(
+                "intent",
+                {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"},
+                description="Only flows that serve this intent.",
+            ),
         ],
         responses=FlowSerializer(many=True),
     )

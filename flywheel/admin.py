@@ -1,25 +1,29 @@
-"""Admin for tenants and API keys. Keys are created by the service and shown once."""
+"""Admin for tenants and API keys. Keys are created by the service and shown once,
+on the page that answers the form: never in a message, which travels in a cookie."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
 from flywheel.errors import ValidationError
 from flywheel.models import ApiKey, Tenant
-from flywheel.services import api_key_create, api_key_revoke
+from flywheel.services import api_key_create, api_key_revoke, api_key_set_rate_limit
 
 READONLY_KEY_FIELDS = ("tenant", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+CREATED_TEMPLATE = "admin/flywheel/apikey/created.html"
 
 
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
-    fields = READONLY_KEY_FIELDS[1:]
-    readonly_fields = READONLY_KEY_FIELDS[1:]
+    fields = (*READONLY_KEY_FIELDS[1:], "rate_limit")
+    readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
@@ -40,18 +44,31 @@ class TenantAdmin(admin.ModelAdmin):
 class ApiKeyCreateForm(forms.ModelForm):
     class Meta:
         model = ApiKey
-        fields = ["tenant", "name"]
+        fields = ["tenant", "name", "rate_limit"]
 
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["name", "tenant", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_display = [
+        "name",
+        "tenant",
+        "prefix",
+        "rate_limit",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     list_filter = ["tenant", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "prefix", "tenant__name"]
     list_select_related = ["tenant"]
     actions = ["revoke"]
     # hashed_key is never shown: it is not the key, but nothing is gained by showing it.
     readonly_fields = READONLY_KEY_FIELDS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A new raw key, from save_model to response_add of the same request.
+        self._raw_keys: weakref.WeakKeyDictionary[HttpRequest, str] = weakref.WeakKeyDictionary()
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any):
         if obj is None:
@@ -62,23 +79,45 @@ class ApiKeyAdmin(admin.ModelAdmin):
         return () if obj is None else READONLY_KEY_FIELDS
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
-        return ("tenant", "name") if obj is None else READONLY_KEY_FIELDS
+        if obj is None:
+            return ("tenant", "name", "rate_limit")
+        return (*READONLY_KEY_FIELDS, "rate_limit")  # only the limit changes once it exists
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
-            return  # every field is read-only once the key exists
+            api_key_set_rate_limit(api_key=obj, rate_limit=obj.rate_limit)
+            return
         try:
-            api_key, raw_key = api_key_create(tenant=obj.tenant, name=obj.name)
+            api_key, raw_key = api_key_create(
+                tenant=obj.tenant, name=obj.name, rate_limit=obj.rate_limit
+            )
         except ValidationError as err:
             messages.error(request, err.message)
             raise
         obj.pk = api_key.pk
-        obj.prefix, obj.hashed_key, obj.created_at = (
+        obj.prefix, obj.hashed_key, obj.created_at, obj.rate_limit = (
             api_key.prefix,
             api_key.hashed_key,
             api_key.created_at,
+            api_key.rate_limit,
         )
-        messages.warning(request, f"Copy this key now; it will not be shown again: {raw_key}")
+        self._raw_keys[request] = raw_key
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        """The new key, shown once on this page (the admin never caches its pages)."""
+        raw_key = self._raw_keys.pop(request, None)
+        if raw_key is None:  # not created by save_model: nothing secret to show
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "API key created",
+            "api_key": obj,
+            "raw_key": raw_key,
+        }
+        return TemplateResponse(request, CREATED_TEMPLATE, context)
 
     @admin.action(description="Revoke selected API keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:

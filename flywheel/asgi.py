@@ -6,17 +6,24 @@ key, and under ASGI every classic middleware hook costs a hop to a thread,
 which at hundreds of requests in flight dominated the query path's cost.
 The query endpoints themselves take a fast lane past Django's handler
 (flywheel/fastlane.py). Everything else (admin, pages, static files) gets
-the full stack.
+the full stack. Every API path refuses a Host outside ALLOWED_HOSTS in the
+error shape before anything else; pages refuse it with Django's own 400.
 """
 
 import gc
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import IO, Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
-from django.core.handlers.asgi import ASGIHandler
+from django.core.exceptions import DisallowedHost, SuspiciousOperation
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest
+from django.core.handlers.exception import response_for_exception
+from django.http import FileResponse, Http404, HttpRequest
+from django.http.response import HttpResponseBase
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flywheel.settings")
 
@@ -24,7 +31,16 @@ site = get_asgi_application()
 
 
 class ApiHandler(ASGIHandler):
-    """Django's ASGI handler with settings.API_MIDDLEWARE instead of settings.MIDDLEWARE."""
+    """Django's ASGI handler with settings.API_MIDDLEWARE instead of settings.MIDDLEWARE,
+    refusing a Host outside ALLOWED_HOSTS in the error shape before any view runs."""
+
+    def create_request(
+        self, scope: Mapping[str, Any], body_file: IO[bytes]
+    ) -> tuple[ASGIRequest, None] | tuple[None, HttpResponseBase]:
+        created = super().create_request(scope, body_file)
+        request = created[0]
+        refusal = host_refusal(request) if request is not None else None
+        return created if refusal is None else (None, refusal)
 
     def load_middleware(self, is_async: bool = False) -> None:
         # load_middleware reads settings.MIDDLEWARE; this runs once, at start-up.
@@ -39,16 +55,38 @@ class ApiHandler(ASGIHandler):
 api = ApiHandler()
 
 # Imported once Django is set up (get_asgi_application did that above).
-from flywheel.fastlane import FastLane  # noqa: E402
+from flywheel.fastlane import FastLane, host_refusal  # noqa: E402
 from routing import api as routing_api  # noqa: E402
 
 api_with_fast_lane = FastLane(
     {"/api/v1/query": routing_api.query, "/api/v1/route": routing_api.route}, fallback=api
 )
+
+
+class StaticFilesHandler(ASGIStaticFilesHandler):
+    """Django's static file server, answering as the pages do: a 404 for a path that
+    leaves the static root (Django's own answers a plain-text 500), Django's 400 for
+    a Host outside ALLOWED_HOSTS (it checks none)."""
+
+    def serve(self, request: HttpRequest) -> FileResponse:
+        try:
+            return super().serve(request)
+        except SuspiciousOperation as err:  # e.g. /static/..%2f..%2fetc%2fpasswd
+            raise Http404("No such static file.") from err
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        try:
+            request.get_host()
+        except DisallowedHost as err:
+            answer = sync_to_async(response_for_exception, thread_sensitive=False)
+            return await answer(request, err)
+        return await super().get_response_async(request)
+
+
 if settings.SERVE_STATIC:
     # The admin's CSS and JS, served by the app itself so that a single
     # process needs no web server in front; turn off behind a proxy that serves them.
-    site = ASGIStaticFilesHandler(site)
+    site = StaticFilesHandler(site)
 
 
 def freeze_startup_objects() -> None:

@@ -3,7 +3,7 @@
 DRF views are synchronous, so a request that waits on a backend would hold a
 worker thread for the whole wait. The query endpoints are plain async Django
 views instead; this module gives them what DRF gives the others: API-key
-authentication, JSON parsing and the one error shape.
+authentication, per-key rate limits, JSON parsing and the one error shape.
 """
 
 from __future__ import annotations
@@ -27,23 +27,46 @@ from flywheel.errors import (
 )
 from flywheel.jsonin import parse_json
 from flywheel.models import ApiKey
-from flywheel.services import api_key_authenticate, api_key_recall
+from flywheel.ratelimit import api_key_admit, client_address
+from flywheel.services import api_key_recall, api_key_verify
 
 logger = logging.getLogger(__name__)
 
 AsyncView = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
+# Called with (request, api_key, err) before a request over its limit is refused.
+RateLimited = Callable[[HttpRequest, ApiKey, RateLimitError], None]
 
 
 async def authenticate(request: HttpRequest) -> ApiKey:
-    """The API key of ``Authorization: Bearer <key>``. Raises AuthenticationError."""
+    """The API key of ``Authorization: Bearer <key>``; the key's rate limit is not applied
+    here (async_api applies it, see admit).
+
+    Raises AuthenticationError, or RateLimitError when the client's address has
+    failed to authenticate too often (flywheel.ratelimit).
+    """
     header = request.headers.get("Authorization", "")
     scheme, _, raw_key = header.partition(" ")
     if scheme != "Bearer" or not raw_key.strip():
         raise AuthenticationError("Use the header 'Authorization: Bearer <key>'.")
-    # A remembered key costs one cache read; anything else goes to the database.
-    return api_key_recall(raw_key=raw_key.strip()) or await db(api_key_authenticate)(
-        raw_key=raw_key.strip()
+    # A remembered key costs one cache read, or none; anything else goes to the database.
+    return api_key_recall(raw_key=raw_key.strip()) or await db(api_key_verify)(
+        raw_key=raw_key.strip(), address=client_address(request.META)
     )
+
+
+def admit(request: HttpRequest, api_key: ApiKey, on_rate_limited: RateLimited | None) -> None:
+    """Count the request against its key's limit (and its address's failures).
+
+    Raises RateLimitError, after calling ``on_rate_limited``. The count is one
+    blocking round trip to the shared cache, made on the event loop: measured
+    by bench/ratelimit.py, 0.17 ms there against 0.37 ms through a worker thread.
+    """
+    try:
+        api_key_admit(api_key=api_key, address=client_address(request.META))
+    except RateLimitError as err:
+        if on_rate_limited is not None:
+            on_rate_limited(request, api_key, err)
+        raise
 
 
 def json_body(request: HttpRequest) -> Any:
@@ -70,8 +93,15 @@ def error_response(err: ApplicationError) -> JsonResponse:
     return response
 
 
-def async_api(*methods: str) -> Callable[[AsyncView], AsyncView]:
-    """Wrap an async view ``view(request, api_key, **kwargs)``: method check, API key, errors."""
+def async_api(
+    *methods: str, on_rate_limited: RateLimited | None = None
+) -> Callable[[AsyncView], AsyncView]:
+    """Wrap an async view ``view(request, api_key, **kwargs)``: method check, API key,
+    rate limit, errors.
+
+    ``on_rate_limited`` is called as ``(request, api_key, err)`` before a
+    request over its key's limit is refused (the query door records it).
+    """
 
     def decorate(view: AsyncView) -> AsyncView:
         @csrf_exempt  # API-key auth, no cookies: there is no session to forge
@@ -82,6 +112,7 @@ def async_api(*methods: str) -> Callable[[AsyncView], AsyncView]:
                 return JsonResponse(body, status=405, headers={"Allow": ", ".join(methods)})
             try:
                 api_key = await authenticate(request)
+                admit(request, api_key, on_rate_limited)
                 return await view(request, api_key, **kwargs)
             except ApplicationError as err:
                 return error_response(err)

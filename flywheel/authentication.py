@@ -1,4 +1,9 @@
-"""DRF authentication by API key: ``Authorization: Bearer <key>``."""
+"""DRF authentication by API key: ``Authorization: Bearer <key>``, with its rate limit.
+
+Every DRF view that takes a key goes through here, so the per-key limit and
+the brake on failed authentication per address (flywheel.ratelimit) hold on
+each of them as on the async doors.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ from rest_framework.request import Request
 
 from flywheel.errors import AuthenticationError
 from flywheel.models import ApiKey, Tenant
-from flywheel.services import api_key_authenticate
+from flywheel.ratelimit import api_key_admit, client_address
+from flywheel.services import api_key_verify
 
 
 @dataclass(frozen=True)
@@ -43,16 +49,24 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request: Request) -> tuple[ApiClient, ApiKey] | None:
+        """The client behind the key, or None without an Authorization header.
+
+        Raises AuthenticationFailed for a bad key; RateLimitError (429, which
+        the exception handler answers with Retry-After) for a key over its
+        limit or an address that failed too often.
+        """
         header = authentication.get_authorization_header(request).decode(errors="replace")
         if not header:
             return None
         scheme, _, raw_key = header.partition(" ")
         if scheme != self.keyword or not raw_key.strip():
             raise exceptions.AuthenticationFailed("Use the header 'Authorization: Bearer <key>'.")
+        address = client_address(request.META)
         try:
-            api_key = api_key_authenticate(raw_key=raw_key.strip())
+            api_key = api_key_verify(raw_key=raw_key.strip(), address=address)
         except AuthenticationError as err:
             raise exceptions.AuthenticationFailed(err.message) from err
+        api_key_admit(api_key=api_key, address=address)
         return ApiClient(api_key=api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:

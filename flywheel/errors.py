@@ -127,8 +127,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         details = {}
         message = str(exc.detail)
     response = Response(error_body(_drf_type(exc), message, details), status=exc.status_code)
-    if isinstance(exc, drf_exceptions.Throttled) and exc.wait is not None:
-        response["Retry-After"] = str(max(1, round(exc.wait)))
+    wait = getattr(exc, "wait", None)  # set by DRF's Throttled
+    if isinstance(exc, drf_exceptions.Throttled) and wait is not None:
+        response["Retry-After"] = str(max(1, round(wait)))
     if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
         response["WWW-Authenticate"] = 'Bearer realm="api"'
     return response

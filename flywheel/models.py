@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Lower
+
+from flywheel.env import as_rate
+
+
+def validate_rate(value: str) -> None:
+    """A rate as FLYWHEEL_RATE_LIMIT takes it: ``600/minute``, ``10/second``, ``off``."""
+    try:
+        as_rate(value)
+    except ValueError as err:
+        raise ValidationError(
+            'Write a rate such as "600/minute", "10/second" or "5000/hour", or "off".'
+        ) from err
 
 
 class Tenant(models.Model):
@@ -49,6 +62,14 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    rate_limit = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        validators=[validate_rate],
+        help_text='Requests this key may make, e.g. "600/minute" (per second, minute, hour '
+        'or day), or "off" for no limit. Blank: the server\'s FLYWHEEL_RATE_LIMIT.',
+    )
 
     objects = ApiKeyQuerySet.as_manager()
 

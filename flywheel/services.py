@@ -13,8 +13,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from flywheel.cache import shared_cache
+from flywheel.env import as_rate
 from flywheel.errors import AuthenticationError, ValidationError
 from flywheel.models import ApiKey, Tenant
+from flywheel.ratelimit import address_admit, address_failure_note, describe
 
 KEY_SCHEME = "fw"
 # Authenticated keys are remembered in the shared cache for this long, so a
@@ -43,11 +45,30 @@ def tenant_get_or_create_default() -> Tenant:
     return tenant
 
 
-def api_key_create(*, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
+def _rate_limit_text(rate_limit: str) -> str:
+    """``rate_limit`` in one spelling ("600/minute", "off", or blank for the default).
+
+    Raises ValidationError naming the field when it is not a rate.
+    """
+    if not rate_limit.strip():
+        return ""
+    try:
+        rate = as_rate(rate_limit)
+    except ValueError as err:
+        raise ValidationError(
+            f"Not a rate: {rate_limit[:40]!r} ({err}).", details={"field": "rate_limit"}
+        ) from err
+    return "off" if rate is None else describe(rate)
+
+
+def api_key_create(*, tenant: Tenant, name: str, rate_limit: str = "") -> tuple[ApiKey, str]:
     """Create a key for ``tenant``; return the row and the raw key (shown only now).
 
-    Raises ValidationError for a blank name or an inactive tenant.
+    ``rate_limit`` is the key's own limit ("600/minute", "off"); blank: the
+    server's FLYWHEEL_RATE_LIMIT. Raises ValidationError for a blank name, a
+    bad rate or an inactive tenant.
     """
+    rate_limit = _rate_limit_text(rate_limit)
     name = name.strip()
     if not name:
         raise ValidationError("An API key needs a name.", details={"field": "name"})
@@ -58,9 +79,25 @@ def api_key_create(*, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
     prefix = secrets.token_hex(4)
     raw_key = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
     api_key = ApiKey.objects.create(
-        tenant=tenant, name=name, prefix=prefix, hashed_key=hash_api_key(raw_key)
+        tenant=tenant,
+        name=name,
+        prefix=prefix,
+        hashed_key=hash_api_key(raw_key),
+        rate_limit=rate_limit,
     )
     return api_key, raw_key
+
+
+def api_key_set_rate_limit(*, api_key: ApiKey, rate_limit: str) -> ApiKey:
+    """Give ``api_key`` its own rate limit ("600/minute", "off"; blank: the default).
+
+    Every process applies it within KEY_MEMO_SECONDS. Raises ValidationError
+    when ``rate_limit`` is not a rate.
+    """
+    api_key.rate_limit = _rate_limit_text(rate_limit)
+    ApiKey.objects.filter(pk=api_key.pk).update(rate_limit=api_key.rate_limit)
+    api_key_forget(api_key.hashed_key)
+    return api_key
 
 
 def _remembered(api_key: ApiKey) -> dict[str, Any]:
@@ -70,6 +107,7 @@ def _remembered(api_key: ApiKey) -> dict[str, Any]:
         "name": api_key.name,
         "prefix": api_key.prefix,
         "last_used_at": api_key.last_used_at,
+        "rate_limit": api_key.rate_limit,
         "tenant": {"id": tenant.pk, "name": tenant.name, "slug": tenant.slug},
     }
 
@@ -83,6 +121,7 @@ def _recalled(digest: str, data: dict[str, Any]) -> ApiKey:
         prefix=data["prefix"],
         hashed_key=digest,
         last_used_at=data["last_used_at"],
+        rate_limit=data.get("rate_limit", ""),  # absent from entries cached before it existed
     )
     for instance in (tenant, api_key):
         instance._state.adding = False
@@ -146,6 +185,21 @@ def api_key_authenticate(*, raw_key: str) -> ApiKey:
     if stale or remembered is None:
         shared_cache().set(cache_key, _remembered(api_key), AUTH_CACHE_SECONDS)
     return api_key
+
+
+def api_key_verify(*, raw_key: str, address: str) -> ApiKey:
+    """api_key_authenticate, for a request from ``address``: a refused address is
+    refused before its key is looked at, and a key that fails is counted against it.
+
+    Raises RateLimitError for an address past settings.AUTH_FAILURE_LIMIT,
+    AuthenticationError for a key that does not authenticate.
+    """
+    address_admit(address=address)
+    try:
+        return api_key_authenticate(raw_key=raw_key)
+    except AuthenticationError:
+        address_failure_note(address=address)
+        raise
 
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
@@ -23,7 +23,7 @@ api_v1 = [
     path("flows", FlowListView.as_view(), name="flows"),
     path("query", routing_api.query, name="query"),
     path("route", routing_api.route, name="route"),
-    path("sessions/<str:session_id>", routing_api.SessionView.as_view(), name="session"),
+    path("sessions/<uuid:session_id>", routing_api.SessionView.as_view(), name="session"),
     path("decisions", routing_api.DecisionListView.as_view(), name="decisions"),
     path(
         "decisions/<str:request_id>",
@@ -49,6 +49,18 @@ urlpatterns = [
 
 admin.site.site_header = "Flywheel administration"
 admin.site.site_title = "Flywheel"
+
+
+def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refused as suspicious (too many fields, a body too large, ...)."""
+    if request.path.startswith("/api/"):
+        body = errors.error_body(
+            "BadRequest",
+            "The request could not be accepted as sent.",
+            {"reason": type(exception).__name__},  # e.g. TooManyFieldsSent; never its text
+        )
+        return JsonResponse(body, status=400)
+    return defaults.bad_request(request, exception)
 
 
 def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -4,13 +4,15 @@ and seed 004's query-router endpoints. Each calls the routing services."""
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 from rest_framework.pagination import LimitOffsetPagination
@@ -18,16 +20,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analytics.models import RoutingDecision
+from analytics.models import Outcome, RoutingDecision
 from analytics.selectors import decision_get, decisions_for
 from flywheel.asyncapi import async_api, json_body
 from flywheel.asyncdb import db
 from flywheel.authentication import request_api_key
-from flywheel.errors import NotFoundError
+from flywheel.errors import NotFoundError, ValidationError
 from flywheel.models import ApiKey
 from routing import querytype_service
 from routing.requests import query_request, query_type_request
-from routing.service import answer_question, route_question, stream_answer
+from routing.service import answer_question, query_refused, route_question, stream_answer
 from routing.sessions import session_get
 
 
@@ -50,7 +52,7 @@ async def _events(
         yield _sse(name, _absolute(request, event) if name == "end" else event)
 
 
-@async_api("POST")
+@async_api("POST", on_rate_limited=query_refused)
 async def query(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """POST /api/v1/query: answer a question (JSON; Server-Sent Events with parameters.stream)."""
     query_req = query_request(json_body(request))
@@ -131,8 +133,11 @@ class SessionView(APIView):
     """GET /api/v1/sessions/{id}: a conversation and its turns."""
 
     @extend_schema(responses=SessionSerializer)
-    def get(self, request: Request, session_id: str) -> Response:
-        session = session_get(tenant_id=request_api_key(request).tenant_id, session_id=session_id)
+    def get(self, request: Request, session_id: uuid.UUID) -> Response:
+        # The route takes UUIDs only: any other id is a 404, like an unknown one.
+        session = session_get(
+            tenant_id=request_api_key(request).tenant_id, session_id=str(session_id)
+        )
         return Response(SessionSerializer(session).data)
 
 
@@ -169,11 +174,65 @@ class DecisionSerializer(serializers.ModelSerializer):
         ]
 
 
-class DecisionPagination(LimitOffsetPagination):
-    default_limit = 50
-    max_limit = 500
+_DIGITS = re.compile(r"[0-9]{1,10}")  # ASCII only: int() would take "٣" as 3
 
 
+class StrictLimitOffsetPagination(LimitOffsetPagination):
+    """DRF's limit/offset pages, but a ``limit`` or ``offset`` that is not an integer in
+    range is a 400 naming it (DRF's own silently falls back to its defaults).
+
+    ``limit``: 1 to max_limit (default default_limit); ``offset``: 0 to max_offset.
+    """
+
+    default_limit: int = 50
+    max_limit: int = 500
+    max_offset = 2**31 - 1  # an int32, as the schema says; far past any real page
+
+    def _integer(self, request: Request, name: str, low: int, high: int, default: int) -> int:
+        raw = request.query_params.get(name)
+        if raw is None:
+            return default
+        if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+            rule = f"Must be an integer from {low} to {high}."
+            raise ValidationError(
+                f"The {name} parameter is not valid.", details={"fields": {name: rule}}
+            )
+        return int(raw)
+
+    def get_limit(self, request: Request) -> int:
+        name, default = self.limit_query_param, self.default_limit
+        return self._integer(request, name, 1, self.max_limit, default)
+
+    def get_offset(self, request: Request) -> int:
+        return self._integer(request, self.offset_query_param, 0, self.max_offset, 0)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        bounds = {
+            self.limit_query_param: {"minimum": 1, "maximum": self.max_limit},
+            self.offset_query_param: {"minimum": 0, "maximum": self.max_offset},
+        }
+        for parameter in parameters:
+            parameter["schema"].update(format="int32", **bounds.get(parameter["name"], {}))
+        return parameters
+
+
+class DecisionPagination(StrictLimitOffsetPagination):
+    """Decisions: 50 a page unless ``limit`` says otherwise, 500 at most."""
+
+
+@extend_schema_view(
+    get=extend_schema(
+        parameters=[
+            OpenApiParameter("intent", {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"}),
+            OpenApiParameter("outcome", str, enum=Outcome.values),
+            OpenApiParameter(
+                "backend", {"type": "string", "maxLength": 100}, description="A backend's name."
+            ),
+            OpenApiParameter("session", {"type": "string", "format": "uuid"}),
+        ]
+    )
+)
 class DecisionListView(ListAPIView):
     """GET /api/v1/decisions?intent=&outcome=&backend=&session=: the tenant's decisions."""
 

@@ -16,12 +16,17 @@ written first: references to it become NULL, and its performance records
 (which cascade) are not written.
 Timestamps come from ``clock_timestamp()``, so rows of one batch keep their
 order by time as well as by id.
+
+PostgreSQL stores no NUL character and no lone surrogate, in text or jsonb,
+yet a backend's answer (or its error text) may hold either: :func:`storable`
+turns each into U+FFFD, so an answered query is never left unrecorded.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +112,24 @@ def _statement() -> str:
     )
 
 
+# Any surrogate in a Python str is one UTF-8 cannot encode (pairs are single code points).
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+# How json.dumps (ASCII output) writes them: a document without these needs no cleaning.
+_UNSTORABLE_ESCAPES = ("\\u0000", "\\ud")
+
+
+def storable(value: Any) -> Any:
+    """``value`` with NUL characters and lone surrogates replaced by U+FFFD in every
+    string, dict keys included (dicts and lists are copied; other values kept as is)."""
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(item) for item in value]
+    return value
+
+
 def _row(position: int, data: DecisionData) -> dict[str, Any]:
     return {
         "position": position,
@@ -128,7 +151,10 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
 def decisions_insert(batch: Sequence[DecisionData]) -> None:
     """Insert the batch's sessions (or move their updated_at on), decisions, performance
     records and turns. Runs inside the caller's transaction; raises the database's error."""
+    rows = [_row(i, data) for i, data in enumerate(batch)]
     # default=str: the UUIDs; everything else is plain JSON already
-    document = json.dumps([_row(i, data) for i, data in enumerate(batch)], default=str)
+    document = json.dumps(rows, default=str)
+    if any(escape in document for escape in _UNSTORABLE_ESCAPES):  # rare: clean, then again
+        document = json.dumps(storable(rows), default=str)
     with connection.cursor() as cursor:
         cursor.execute(_statement(), [document])

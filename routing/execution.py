@@ -1,12 +1,16 @@
 """Running a question along the fallback chain, one candidate after another.
 
 Every attempt, failed ones included, becomes an Attempt (and later a
-PerformanceRecord). Only typed backend errors move on to the next candidate:
-a bug in Flywheel is not a reason to ask another backend.
+PerformanceRecord). Whatever ends an attempt moves on to the next candidate:
+a backend's typed error, or anything that fails on Flywheel's side of the
+call (a backend setting the HTTP client cannot send, such as an API key
+holding a line break, or a bug in one adapter). The latter is logged with its
+traceback and recorded as a ClientError; its text never reaches the client.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +25,8 @@ from backends.services import backend_config
 from flywheel.asyncdb import db
 from flywheel.singleflight import SingleFlight
 from routing.scoring import BackendEntry, Candidate
+
+logger = logging.getLogger(__name__)
 
 # Credentials are read from the database, not from the shared cache; each
 # process keeps them per backend until the backend's version changes.
@@ -87,6 +93,29 @@ class ChainResult:
 HistoryFor = Callable[[Candidate], Sequence[Exchange]]
 
 
+class BackendClientError(BackendError):
+    """Flywheel's side of a call to a backend failed (not the backend, not the caller)."""
+
+    type = "ClientError"
+
+
+def _failure(candidate: Candidate, err: Exception) -> BackendError:
+    """What ended an attempt, as a typed backend error: ``err`` itself if it is one;
+    otherwise a ClientError, the unexpected error logged with its traceback."""
+    if isinstance(err, BackendError):
+        return err
+    logger.exception(
+        "Attempt on backend %s (flow %s) failed inside Flywheel: %s",
+        candidate.backend.name,
+        candidate.flow.name,
+        type(err).__name__,
+    )
+    return BackendClientError(
+        "Flywheel could not complete the call to this backend; the error was logged.",
+        backend=candidate.backend.name,
+    )
+
+
 def _attempt(candidate: Candidate, started: float, error: BackendError | None = None) -> Attempt:
     return Attempt(
         backend_id=candidate.backend.id,
@@ -122,8 +151,8 @@ async def run_chain(
                 parameters=parameters,
                 history=history_for(candidate),
             )
-        except BackendError as err:
-            attempts.append(_attempt(candidate, started, err))
+        except Exception as err:  # the backend's fault or ours: the next one may answer
+            attempts.append(_attempt(candidate, started, _failure(candidate, err)))
             continue
         attempts.append(_attempt(candidate, started))
         return ChainResult(result, candidate, tuple(attempts), ms_since(chain_started))
@@ -174,11 +203,14 @@ async def stream_chain(
                         yield event.text
                     elif event.type == "end":
                         end = event
-            except BackendError as err:
-                progress.attempts.append(_attempt(candidate, started, err))
-                if sent:
+            except Exception as err:  # the backend's fault or ours: the next one may answer
+                failure = _failure(candidate, err)
+                progress.attempts.append(_attempt(candidate, started, failure))
+                if not sent:
+                    continue
+                if failure is err:
                     raise
-                continue
+                raise failure from err
             progress.attempts.append(_attempt(candidate, started))
             progress.winner = candidate
             text = end.text if end else ""

@@ -33,7 +33,7 @@ from analytics.models import PerformanceRecord, RoutingDecision
 from backends.models import Backend
 from chatflows.models import Flow
 from flywheel.cache import shared_cache
-from routing.batch_sql import decisions_insert
+from routing.batch_sql import decisions_insert, storable
 from routing.execution import Attempt
 from routing.models import Session, Turn
 from routing.scoring import Performance
@@ -95,7 +95,7 @@ class DecisionData:
 
 
 def _decision_row(data: DecisionData) -> RoutingDecision:
-    return RoutingDecision(**data.decision_columns())
+    return RoutingDecision(**storable(data.decision_columns()))
 
 
 def decisions_record(batch: Sequence[DecisionData], *, performance_window: int = 10) -> None:
@@ -118,7 +118,7 @@ def decisions_record(batch: Sequence[DecisionData], *, performance_window: int =
 
 
 def _orm_insert(batch: Sequence[DecisionData]) -> None:
-    """The same rows as batch_sql.decisions_insert, through the ORM (any database)."""
+    """The same rows as batch_sql.decisions_insert (text made storable), through the ORM."""
     live_backends, live_flows = _live_references(batch)
 
     def backend(backend_id: int | None) -> int | None:
@@ -144,10 +144,10 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
             backend_id=a.backend_id,
             flow_id=flow(a.flow_id),
             decision=decision,
-            intent=data.intent,
+            intent=storable(data.intent),
             latency_ms=a.latency_ms,
             success=a.ok,
-            error_type=a.error_type,
+            error_type=storable(a.error_type),
         )
         for data, decision in zip(batch, decisions, strict=True)
         for a in data.attempts
@@ -156,9 +156,9 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
     Turn.objects.bulk_create(
         Turn(
             session_id=data.session_id,
-            question=data.question,
-            answer=data.answer,
-            intent=data.intent,
+            question=storable(data.question),
+            answer=storable(data.answer),
+            intent=storable(data.intent),
             backend_id=backend(data.backend_id),
             flow_id=flow(data.flow_id),
         )

@@ -1,18 +1,32 @@
-"""The universal query's input, validated the same way for every door."""
+"""The universal query's input, validated the same way for every door.
+
+The contract (flywheel/openapi.py states it for the REST doors): ``question``
+1-10000 characters, not all blank; ``intent`` a slug of 1-50 characters
+``[-a-z0-9_]``; ``backend`` 1-100 characters; ``session_id`` a UUID (kept in
+canonical form); ``parameters`` an object of plain JSON under 20000 bytes,
+nested at most 32 levels counting the query itself; no other field. No string
+may hold a NUL character or a lone surrogate, whichever door it came through
+(the REST doors' JSON parser refuses them first).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from flywheel.errors import ValidationError
+from flywheel.jsonin import json_problem, string_problem
 
 MAX_QUESTION = 10_000
+MAX_BACKEND = 100
 MAX_PARAMETERS_BYTES = 20_000
-_SLUG = re.compile(r"^[-a-z0-9_]{1,50}$")
+SESSION_ID_RULE = "Must be a UUID returned by an earlier answer."
+_SLUG = re.compile(r"[-a-z0-9_]{1,50}")
 _FIELDS = {"question", "intent", "backend", "session_id", "parameters", "include_routing_metadata"}
 
 
@@ -51,8 +65,14 @@ def _check_parameters(parameters: Any, errors: dict[str, str]) -> dict[str, Any]
     stream = parameters.get("stream")
     if stream is not None and not isinstance(stream, bool):
         errors["parameters.stream"] = "Must be true or false."
+    # Checked where it sits in a query, so the depth counts as it does in a REST body.
+    problem = json_problem({"parameters": parameters})
+    if problem is not None:  # from a door that did not parse JSON (a command, a tool)
+        path, reason = problem
+        errors["parameters"] = f"{path.removeprefix('$.')[:100]} {reason}."
+        return parameters
     try:
-        size = len(json.dumps(parameters))
+        size = len(json.dumps(parameters, allow_nan=False))
     except (TypeError, ValueError):
         errors["parameters"] = "Must be plain JSON."
     else:
@@ -61,30 +81,59 @@ def _check_parameters(parameters: Any, errors: dict[str, str]) -> dict[str, Any]
     return parameters
 
 
-def query_request(data: Mapping[str, Any]) -> QueryRequest:
-    """Validate a query's input. Raises ValidationError listing every bad field."""
-    if not isinstance(data, Mapping):
-        raise ValidationError("The request body must be a JSON object.")
-    errors: dict[str, str] = {}
-    unknown = set(data) - _FIELDS
-    if unknown:
-        errors["unknown_fields"] = ", ".join(sorted(unknown))
-    question = data.get("question")
+def _check_question(question: Any, errors: dict[str, str]) -> None:
     if not isinstance(question, str) or not question.strip():
         errors["question"] = "Required: a non-empty string."
     elif len(question) > MAX_QUESTION:
         errors["question"] = f"At most {MAX_QUESTION} characters."
-    intent = data.get("intent")
-    if intent is not None and (not isinstance(intent, str) or not _SLUG.match(intent)):
-        errors["intent"] = "Must be an intent slug such as 'code-review'."
-    backend = data.get("backend", "auto")
+    elif problem := string_problem(question):
+        errors["question"] = f"Must be text: it {problem}."
+
+
+def _check_backend(backend: Any, errors: dict[str, str]) -> str:
     if backend is None:
-        backend = "auto"
-    if not isinstance(backend, str) or not 0 < len(backend.strip()) <= 100:
+        return "auto"
+    if (
+        not isinstance(backend, str)
+        or not 0 < len(backend.strip()) <= MAX_BACKEND
+        or string_problem(backend)
+    ):
         errors["backend"] = "Must be 'auto' or a backend's name or kind."
-    session_id = data.get("session_id")
-    if session_id is not None and not isinstance(session_id, str):
-        errors["session_id"] = "Must be a string."
+        return "auto"
+    return backend.strip()
+
+
+def _check_session_id(session_id: Any, errors: dict[str, str]) -> str | None:
+    """The session id in its canonical form (what sessions.session_key would make of it)."""
+    if session_id is None:
+        return None
+    if isinstance(session_id, str):
+        with contextlib.suppress(ValueError):
+            return str(uuid.UUID(session_id))
+    errors["session_id"] = SESSION_ID_RULE
+    return None
+
+
+def query_request(data: Mapping[str, Any]) -> QueryRequest:
+    """Validate a query's input (the contract above).
+
+    Returns a QueryRequest with the question and backend stripped and the
+    session id in canonical form. Raises ValidationError listing every bad
+    field under ``details.fields``.
+    """
+    if not isinstance(data, Mapping):
+        raise ValidationError("The request body must be a JSON object.")
+    errors: dict[str, str] = {}
+    unknown = {str(name)[:50] for name in data} - _FIELDS
+    if unknown:
+        errors["unknown_fields"] = ", ".join(sorted(unknown))
+    question = data.get("question")
+    _check_question(question, errors)
+    intent = data.get("intent")
+    if intent is not None and (not isinstance(intent, str) or not _SLUG.fullmatch(intent)):
+        errors["intent"] = "Must be an intent slug such as 'code-review'."
+    backend = _check_backend(data.get("backend", "auto"), errors)
+    session_id = _check_session_id(data.get("session_id"), errors)
     parameters = _check_parameters(data.get("parameters"), errors)
     include = data.get("include_routing_metadata", True)
     if not isinstance(include, bool):
@@ -94,7 +143,7 @@ def query_request(data: Mapping[str, Any]) -> QueryRequest:
     return QueryRequest(
         question=str(question).strip(),
         intent=intent,
-        backend=str(backend).strip(),
+        backend=backend,
         session_id=session_id,
         parameters=dict(parameters),
         include_routing_metadata=bool(include),
@@ -111,8 +160,13 @@ def query_type_request(data: Any) -> str:
         raise ValidationError("The request body must be a JSON object.")
     errors = {name: "Unknown field." for name in data if name != "query"}
     question = data.get("query")
-    if not isinstance(question, str) or not question.strip() or len(question) > MAX_QUESTION:
-        errors["query"] = f"Required: 1-{MAX_QUESTION} characters."
+    if (
+        not isinstance(question, str)
+        or not question.strip()
+        or len(question) > MAX_QUESTION
+        or string_problem(question)
+    ):
+        errors["query"] = f"Required: 1-{MAX_QUESTION} characters of text."
     if errors:
         raise ValidationError("The query is not valid.", details={"fields": errors})
     return str(question).strip()

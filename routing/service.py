@@ -18,10 +18,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.http import HttpRequest
+
 from backends.adapters.base import Exchange, ExecutionResult
 from flywheel.asyncdb import db
 from flywheel.errors import ApplicationError, ValidationError, internal_error_body
-from flywheel.models import Tenant
+from flywheel.jsonin import parse_json
+from flywheel.models import ApiKey, Tenant
 from routing import conversation, llm
 from routing.classify import IntentResult, Turn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
@@ -35,7 +38,7 @@ from routing.recording import (
     record_later,
     session_settled,
 )
-from routing.requests import QueryRequest
+from routing.requests import QueryRequest, query_request
 from routing.scoring import Candidate
 from routing.sessions import (
     PastTurn,
@@ -415,6 +418,30 @@ async def answer_question(request: QueryRequest, *, tenant: Tenant) -> dict[str,
     _background.add(task)
     task.add_done_callback(_background.discard)
     return await asyncio.shield(task)
+
+
+def query_refused(request: HttpRequest, api_key: ApiKey, err: ApplicationError) -> None:
+    """Record a query refused at the door, before routing (over its key's rate limit):
+    one "rejected" decision, holding the question if the body is a valid query.
+
+    Adds the decision's ``request_id`` to the error's details, as a refusal
+    inside routing does. The row is written behind the answer (record_later).
+    """
+    try:
+        refused = query_request(parse_json(request.body or b"null"))
+        question, method = refused.question, _method(refused)
+    except ApplicationError:
+        question, method = "", "auto"
+    data = DecisionData(
+        request_id=uuid.uuid4(),
+        tenant_id=api_key.tenant_id,
+        question=question,
+        outcome="rejected",
+        error_type=err.type,
+        routing_method=method,
+    )
+    err.details.setdefault("request_id", str(data.request_id))
+    record_later(data, performance_window=1)  # no attempts: no aggregate to refresh
 
 
 async def _stream_producer(

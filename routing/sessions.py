@@ -16,6 +16,7 @@ from flywheel.cache import shared_cache, shared_cache_set
 from flywheel.errors import NotFoundError, ValidationError
 from routing.models import Session, Turn
 from routing.recording import settle
+from routing.requests import SESSION_ID_RULE
 
 RECENT_TURNS = 5
 SESSION_KEY = "flywheel:session:{id}"
@@ -35,14 +36,18 @@ def _past(turn: Turn) -> PastTurn:
     return PastTurn(turn.question, turn.answer, turn.intent, turn.backend_id, turn.flow_id)
 
 
-def session_key(session_id: str | uuid.UUID) -> uuid.UUID:
-    """The session id as a UUID. Raises ValidationError for anything else."""
+def session_key(session_id: str | uuid.UUID, *, field: str = "session_id") -> uuid.UUID:
+    """The session id as a UUID.
+
+    Raises ValidationError naming ``field`` (where the id came from) for
+    anything else, in the words of the query's own check (routing/requests.py).
+    """
     try:
         return uuid.UUID(str(session_id))
     except ValueError as err:
         raise ValidationError(
-            "session_id must be a UUID returned by an earlier answer.",
-            details={"session_id": str(session_id)[:100]},
+            f"{field} must be a UUID returned by an earlier answer.",
+            details={"fields": {field: SESSION_ID_RULE}},
         ) from err
 
 

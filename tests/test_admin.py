@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import respx
 from django.contrib import admin
+from django.contrib.messages.storage.cookie import CookieStorage
 from django.db.models import Model
 from django.test import Client
 from django.urls import reverse
@@ -172,20 +175,66 @@ def test_an_unsafe_pattern_is_refused_with_a_message(admin_client: Client, db) -
     assert not IntentPattern.objects.exists()
 
 
-def test_adding_an_api_key_shows_it_once_and_stores_its_digest(
+def _messages_in(response: Any) -> list[str]:
+    """The messages a response leaves in the messages cookie (signed, so readable)."""
+    if "messages" not in response.cookies:
+        return []
+    storage: Any = CookieStorage(response.wsgi_request)
+    return [str(m) for m in storage._decode(response.cookies["messages"].value) or []]
+
+
+def test_a_new_api_key_is_shown_once_on_the_page_and_never_in_a_cookie(
     admin_client: Client, tenant: Tenant
 ) -> None:
     response = admin_client.post(
-        _url(ApiKey, "add"), {"tenant": tenant.pk, "name": "from admin"}, follow=True
+        _url(ApiKey, "add"), {"tenant": tenant.pk, "name": "from admin", "rate_limit": ""}
     )
 
-    messages = [str(m) for m in response.context["messages"]]
-    shown = next(m for m in messages if "will not be shown again" in m)
-    raw_key = shown.rsplit(" ", 1)[-1]
+    assert response.status_code == 200
+    html = response.content.decode()
+    (raw_key,) = set(re.findall(r"fw_[0-9a-f]{8}_[\w-]{20,}", html))
+    assert html.count(raw_key) == 1
     assert api_key_authenticate(raw_key=raw_key).name == "from admin"
+    assert all(raw_key not in morsel.value for morsel in response.cookies.values())
+    assert not any(raw_key in message for message in _messages_in(response))
+    assert raw_key not in str(dict(admin_client.session))
+    assert "no-store" in response["Cache-Control"]
     later = admin_client.get(_url(ApiKey, "change", ApiKey.objects.get().pk)).content.decode()
     assert raw_key not in later
     assert ApiKey.objects.get().hashed_key not in later
+
+
+def test_a_key_is_created_with_its_own_rate_limit(admin_client: Client, tenant: Tenant) -> None:
+    response = admin_client.post(
+        _url(ApiKey, "add"), {"tenant": tenant.pk, "name": "busy", "rate_limit": "90/Minutes"}
+    )
+
+    assert response.status_code == 200
+    assert ApiKey.objects.get().rate_limit == "90/minute"
+
+
+def test_a_key_rate_limit_is_edited_in_the_admin(admin_client: Client, tenant: Tenant) -> None:
+    api_key, raw_key = api_key_create(tenant=tenant, name="k")
+    api_key_authenticate(raw_key=raw_key)  # remembered in the cache
+
+    response = admin_client.post(_url(ApiKey, "change", api_key.pk), {"rate_limit": " 10/second"})
+
+    assert response.status_code == 302
+    assert ApiKey.objects.get().rate_limit == "10/second"
+    assert api_key_authenticate(raw_key=raw_key).rate_limit == "10/second"  # not the cached one
+
+
+@pytest.mark.parametrize("rate_limit", ["lots", "10/fortnight", "-1/minute"])
+def test_a_bad_rate_limit_is_refused_on_the_form(
+    admin_client: Client, tenant: Tenant, rate_limit: str
+) -> None:
+    api_key, _ = api_key_create(tenant=tenant, name="k", rate_limit="5/minute")
+
+    response = admin_client.post(_url(ApiKey, "change", api_key.pk), {"rate_limit": rate_limit})
+
+    assert response.status_code == 200
+    assert "Write a rate such as" in response.content.decode()
+    assert ApiKey.objects.get().rate_limit == "5/minute"
 
 
 def test_the_revoke_action_revokes_keys(admin_client: Client, tenant: Tenant) -> None:

@@ -7,6 +7,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -14,6 +15,7 @@ from flywheel import services
 from flywheel.cache import shared_cache
 from flywheel.errors import AuthenticationError, ValidationError
 from flywheel.models import ApiKey, Tenant
+from flywheel.ratelimit import api_key_rate
 from flywheel.services import (
     api_key_authenticate,
     api_key_create,
@@ -170,3 +172,46 @@ def test_a_key_revoked_by_another_process_stops_within_the_memo_time(
     assert api_key_recall(raw_key=raw_key) is None
     with pytest.raises(AuthenticationError):
         api_key_authenticate(raw_key=raw_key)
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [("", ""), (" 600 / Minutes ", "600/minute"), ("OFF", "off"), ("0", "off"), ("5/day", "5/day")],
+)
+def test_a_key_rate_limit_is_stored_in_one_spelling(
+    tenant: Tenant, given: str, stored: str
+) -> None:
+    api_key, _ = api_key_create(tenant=tenant, name="ci", rate_limit=given)
+
+    assert ApiKey.objects.get(pk=api_key.pk).rate_limit == stored
+
+
+@pytest.mark.parametrize("rate_limit", ["lots", "10/fortnight", "-5/minute", "1.5/second"])
+def test_a_key_rate_limit_that_is_not_a_rate_is_refused(tenant: Tenant, rate_limit: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        api_key_create(tenant=tenant, name="ci", rate_limit=rate_limit)
+
+    assert refused.value.details == {"field": "rate_limit"}
+    assert not ApiKey.objects.exists()
+
+
+def test_a_remembered_key_carries_its_rate_limit(tenant: Tenant) -> None:
+    _, raw_key = api_key_create(tenant=tenant, name="ci", rate_limit="7/minute")
+    api_key_authenticate(raw_key=raw_key)
+
+    from_cache = api_key_authenticate(raw_key=raw_key)  # from the shared cache, not the database
+    from_memo = api_key_recall(raw_key=raw_key)
+
+    assert from_memo is not None
+    assert (from_cache.rate_limit, from_memo.rate_limit) == ("7/minute", "7/minute")
+    assert api_key_rate(from_memo) == (7, 60)
+
+
+@override_settings(RATE_LIMIT=(100, 60))
+def test_a_stored_rate_limit_that_does_not_parse_falls_back_to_the_setting(
+    tenant: Tenant,
+) -> None:
+    api_key, _ = api_key_create(tenant=tenant, name="ci")
+    ApiKey.objects.filter(pk=api_key.pk).update(rate_limit="garbage")  # past the validators
+
+    assert api_key_rate(ApiKey.objects.get(pk=api_key.pk)) == (100, 60)

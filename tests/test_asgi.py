@@ -9,6 +9,7 @@ from typing import Any, cast
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import override_settings
 
 from analytics.models import RoutingDecision
 from flywheel.asgi import application
@@ -81,16 +82,99 @@ async def test_the_fast_lane_speaks_the_error_shape(world: World, raw_api_key: s
     assert "question" in bad.json()["error"]["details"]["fields"]
 
 
-async def test_the_fast_lane_refuses_a_foreign_host(world: World, raw_api_key: str) -> None:
-    response = await _post(
-        "/api/v1/query",
-        {"question": REVIEW},
-        host="evil.example",
-        Authorization=f"Bearer {raw_api_key}",
-    )
+@pytest.mark.parametrize("public_url", ["", "https://flywheel.example"])
+@pytest.mark.parametrize(
+    "path", ["/api/v1/query", "/api/v1/route", "/api/v1/whoami", "/api/v1/decisions"]
+)
+async def test_a_foreign_host_is_refused_up_front_on_every_api_path(
+    world: World, raw_api_key: str, public_url: str, path: str
+) -> None:
+    # With a public URL nothing on the way builds a URL from the Host: the check must not
+    # depend on that.
+    with override_settings(PUBLIC_URL=public_url):
+        response = await _post(
+            path, {"question": REVIEW}, host="evil.example", Authorization=f"Bearer {raw_api_key}"
+        )
 
     assert response.status_code == 400
-    assert response.json()["error"]["type"] == "BadRequest"
+    assert response.json()["error"] == {
+        "type": "BadRequest",
+        "message": "The Host header names a host this server does not serve.",
+        "details": {"host": "evil.example"},
+    }
+    await sync_to_async(drain)()
+    assert not await db(RoutingDecision.objects.exists)()
+    assert not world.fw_route.called
+
+
+@pytest.mark.parametrize("path", ["/admin/login/", "/static/admin/css/base.css"])
+async def test_pages_refuse_a_foreign_host_with_djangos_page(path: str) -> None:
+    transport = httpx.ASGITransport(app=cast(Any, application))
+    async with httpx.AsyncClient(transport=transport, base_url="http://evil.example") as client:
+        response = await client.get(path)
+
+    assert response.status_code == 400
+    assert response.headers["content-type"].startswith("text/html")
+
+
+async def test_a_public_url_still_answers_the_hosts_it_serves(
+    world: World, raw_api_key: str
+) -> None:
+    with override_settings(PUBLIC_URL="https://flywheel.example"):
+        response = await _post(
+            "/api/v1/query", {"question": REVIEW}, Authorization=f"Bearer {raw_api_key}"
+        )
+
+    assert response.status_code == 200
+    assert response.json()["trace_url"].startswith("https://flywheel.example/decisions/")
+    await sync_to_async(drain)()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/..%2f..%2fetc%2fpasswd",
+        "/static/admin/..%2f..%2f..%2f..%2f..%2fetc%2fpasswd",
+        "/static/..%2fflywheel%2fsettings.py",
+        "/static/%00",
+    ],
+)
+async def test_a_static_path_that_leaves_the_static_root_is_not_found(path: str) -> None:
+    response = await _get(path)
+
+    assert response.status_code == 404
+    assert "root:" not in response.text
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "status"),
+    [
+        (
+            '{"question": "q", "parameters": ' + '{"a": ' * 100_000 + "1" + "}" * 100_001,
+            "json",
+            400,
+        ),
+        ('{"question": "hello\\u0000world"}', "json", 400),
+        ('{"question": "q", "parameters": {"temperature": NaN}}', "json", 400),
+        ('{"question": "Please review my pull request"}', "text/plain", 415),
+    ],
+    ids=["nested 100000 deep", "NUL", "NaN", "not JSON"],
+)
+async def test_the_fast_lane_refuses_bodies_in_the_error_shape(
+    world: World, raw_api_key: str, content: str, content_type: str, status: int
+) -> None:
+    transport = httpx.ASGITransport(app=cast(Any, application))
+    headers = {
+        "Authorization": f"Bearer {raw_api_key}",
+        "Content-Type": "application/json" if content_type == "json" else content_type,
+    }
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        response = await client.post("/api/v1/query", content=content, headers=headers)
+
+    assert response.status_code == status
+    assert response.json()["error"]["type"] in {"ValidationError", "UnsupportedMediaType"}
+    await sync_to_async(drain)()
+    assert not await db(RoutingDecision.objects.exists)()
 
 
 async def test_the_fast_lane_streams(world: World, raw_api_key: str) -> None:

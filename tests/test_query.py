@@ -611,30 +611,30 @@ class _Stream(httpx.AsyncByteStream):
 # --- whatever happens, one decision ------------------------------------------------------
 
 
-def test_an_unknown_or_malformed_session_is_refused_and_recorded(
+def test_an_unknown_session_is_refused_and_recorded_a_malformed_one_refused_at_the_door(
     world: World, tenant: Tenant
 ) -> None:
     fails(tenant, NotFoundError, question=REVIEW, session_id="7c4e3a2b-1111-4222-8333-444455556666")
-    fails(tenant, ValidationError, question=REVIEW, session_id="not-a-uuid")
+    with pytest.raises(ValidationError):  # like every field refused by query_request
+        query_request({"question": REVIEW, "session_id": "not-a-uuid"})
 
-    decisions = RoutingDecision.objects.order_by("id")
-    assert [(d.outcome, d.error_type) for d in decisions] == [
-        ("rejected", "NotFoundError"),
-        ("rejected", "ValidationError"),
-    ]
-    assert all(d.session_id is None for d in decisions)
+    decision = RoutingDecision.objects.get()
+    assert (decision.outcome, decision.error_type) == ("rejected", "NotFoundError")
+    assert decision.session_id is None
     assert not world.fw_route.called
+
+
+def _broken_planning(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise KeyError("a bug, not a backend error")
+
+    monkeypatch.setattr("routing.service.plan", broken)
 
 
 def test_a_bug_inside_flywheel_is_recorded_as_a_failure(
     world: World, tenant: Tenant, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from backends.adapters.flowise import FlowiseBackend
-
-    async def broken(*args: Any, **kwargs: Any) -> None:
-        raise KeyError("a bug, not a backend error")
-
-    monkeypatch.setattr(FlowiseBackend, "execute_flow", broken)
+    _broken_planning(monkeypatch)
 
     with pytest.raises(KeyError):
         ask(tenant, question=REVIEW)
@@ -642,18 +642,13 @@ def test_a_bug_inside_flywheel_is_recorded_as_a_failure(
     decision = RoutingDecision.objects.get()
     assert (decision.outcome, decision.error_type) == ("failed", "InternalError")
     assert "failed inside Flywheel" in caplog.text
-    assert not world.lf_route.called  # a bug is not a reason to ask another backend
+    assert not world.fw_route.called
 
 
 def test_a_bug_inside_flywheel_ends_a_stream_with_an_error_event(
     world: World, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from backends.adapters.flowise import FlowiseBackend
-
-    def broken(*args: Any, **kwargs: Any) -> None:
-        raise KeyError("a bug, not a backend error")
-
-    monkeypatch.setattr(FlowiseBackend, "stream_flow", broken)
+    _broken_planning(monkeypatch)
 
     events = _collect(tenant, question=REVIEW, parameters={"stream": True})
 
@@ -661,6 +656,81 @@ def test_a_bug_inside_flywheel_ends_a_stream_with_an_error_event(
     assert events[0]["error"]["type"] == "InternalError"
     assert "bug" not in json.dumps(events)  # the details stay in the log
     assert RoutingDecision.objects.get().error_type == "InternalError"
+
+
+def _broken_flowise(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    from backends.adapters.flowise import FlowiseBackend
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise KeyError("a bug in one adapter, not a backend error")
+
+    monkeypatch.setattr(FlowiseBackend, method, broken)
+
+
+def test_an_attempt_failing_inside_flywheel_falls_back_to_the_next_candidate(
+    world: World, tenant: Tenant, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _broken_flowise(monkeypatch, "execute_flow")
+
+    body = ask(tenant, question=REVIEW)
+
+    assert body["answer"] == LF_ANSWER
+    chain = body["routing"]["fallback_chain"]
+    assert [(a["backend"], a["ok"], a["error_type"]) for a in chain] == [
+        ("fw", False, "ClientError"),
+        ("lf", True, ""),
+    ]
+    assert "bug" not in json.dumps(body)  # the details stay in the log
+    assert "Attempt on backend fw (flow reviewer) failed inside Flywheel" in caplog.text
+    decision = RoutingDecision.objects.get()
+    assert (decision.outcome, decision.backend) == ("fallback", world.lf)
+    records = PerformanceRecord.objects.order_by("id")
+    assert [(r.backend.name, r.success, r.error_type) for r in records] == [
+        ("fw", False, "ClientError"),
+        ("lf", True, ""),
+    ]
+
+
+def test_a_stream_failing_inside_flywheel_before_its_first_words_falls_back(
+    world: World, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _broken_flowise(monkeypatch, "stream_flow")
+    world.lf_route.mock(return_value=response("langflow", "run_stream"))
+
+    events = _collect(tenant, question=REVIEW, parameters={"stream": True})
+
+    assert [e["event"] for e in events][-1] == "end"
+    end = events[-1]
+    assert [(a["backend"], a["error_type"]) for a in end["routing"]["fallback_chain"]] == [
+        ("fw", "ClientError"),
+        ("lf", ""),
+    ]
+    assert RoutingDecision.objects.get().outcome == "fallback"
+
+
+def test_a_stream_failing_inside_flywheel_after_its_first_words_ends_with_an_error(
+    world: World, tenant: Tenant
+) -> None:
+    captured_stream = captured("flowise", "prediction_agentflow_stream")["body"]
+    head = captured_stream[: captured_stream.index('"event":"token"') + 60]  # past one token
+
+    async def broken() -> AsyncIterator[bytes]:
+        yield head.encode()
+        raise KeyError("not a network error: nothing the adapter expects")
+
+    world.fw_route.mock(
+        return_value=httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=_Stream(broken())
+        )
+    )
+
+    events = _collect(tenant, question=REVIEW, parameters={"stream": True})
+
+    assert [e["event"] for e in events] == ["chunk", "error"]  # never another backend's words
+    assert events[1]["error"]["type"] == "AllBackendsFailed"
+    assert not world.lf_route.called
+    decision = RoutingDecision.objects.get()
+    assert (decision.outcome, decision.error_type) == ("failed", "ClientError")
 
 
 def test_a_backend_deleted_since_the_plan_was_made_is_an_attempt_that_failed(

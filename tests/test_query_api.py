@@ -50,6 +50,8 @@ def test_a_question_is_answered_with_an_absolute_trace_url(
         ({"question": "q", "backend": 7}, "backend"),
         ({"question": "q", "backend": ""}, "backend"),
         ({"question": "q", "session_id": 12}, "session_id"),
+        ({"question": "q", "session_id": "not-a-uuid"}, "session_id"),
+        ({"question": "q", "intent": ""}, "intent"),
         ({"question": "q", "parameters": {"stream": "yes"}}, "parameters.stream"),
         ({"question": "q", "parameters": {"temperature": True}}, "parameters.temperature"),
         ({"question": "q", "parameters": {"max_tokens": 2.5}}, "parameters.max_tokens"),

@@ -275,6 +275,63 @@ def test_a_backend_deleted_while_its_query_ran_leaves_rows_as_its_delete_rules_s
     assert sql_rows == orm_rows
 
 
+def _unstorable(world: World, tenant: Tenant, session: uuid.UUID | None = None) -> DecisionData:
+    """A decision whose backend said what PostgreSQL cannot store: NUL, a lone surrogate."""
+    attempts = (
+        Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", False, 5.0, "Odd", "said \x00"),
+        Attempt(world.lf.pk, "lf", world.lf_flow.pk, "echo", True, 30.0),
+    )
+    return decision(
+        tenant,
+        session or uuid.uuid4(),
+        outcome="fallback",
+        evidence={"intent": ["x\ud800"], "k\x00": 1},
+        backend_id=world.lf.pk,
+        flow_id=world.lf_flow.pk,
+        attempts=attempts,
+        answer="a\x00b\udfffc \U0001f600",
+    )
+
+
+def test_text_postgresql_cannot_hold_is_stored_with_replacement_characters(
+    world: World,
+) -> None:
+    from routing.batch_sql import decisions_insert
+
+    tenant = Tenant.objects.get(slug="default")
+    by_sql, by_orm = _unstorable(world, tenant), _unstorable(world, tenant)
+
+    with transaction.atomic():
+        decisions_insert([by_sql])
+    with transaction.atomic():
+        recording._orm_insert([by_orm])
+
+    sql_rows = _stored([by_sql.request_id])
+    orm_rows = _stored([by_orm.request_id])
+    for rows in (sql_rows, orm_rows):
+        (row,) = rows
+        assert row["decision"]["evidence"] == {"intent": ["x\ufffd"], "k\ufffd": 1}
+        assert row["decision"]["fallback_chain"][0]["error"] == "said \ufffd"
+        assert [t["answer"] for t in row["turns"]] == ["a\ufffdb\ufffdc \U0001f600"]
+        assert [r["success"] for r in row["records"]] == [False, True]
+        row["decision"].pop("request_id")
+        row["decision"].pop("session_id")
+    assert sql_rows == orm_rows
+
+
+def test_one_unstorable_answer_does_not_split_its_batch(world: World, batches: list[int]) -> None:
+    tenant = Tenant.objects.get(slug="default")
+    session = uuid.uuid4()  # one session: one writer thread, one batch
+
+    record_later(_unstorable(world, tenant, session), performance_window=10)
+    record_later(decision(tenant, session, answer="plain"), performance_window=10)
+    drain()
+
+    assert batches == [2]  # not retried one by one after a failed write
+    assert RoutingDecision.objects.count() == 2
+    assert Turn.objects.count() == 2
+
+
 def test_beat_shares_performance_again_after_the_cache_lost_it(world: World) -> None:
     from routing import state
     from routing.tasks import publish_performance
