@@ -8,16 +8,17 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help run test test-live lint format lock clean bench
+.PHONY: help run test test-live fuzz lint format lock clean bench
 
 help:
 	@echo "make run    install, migrate, load defaults and serve web + worker + beat on $(HOST):$(PORT)"
 	@echo "make test   run the test suite on PostgreSQL and Redis (starts them if stopped)"
 	@echo "make test-live  run the tests marked live against the servers of make peers"
+	@echo "make fuzz   schemathesis over the served API schema, against a real server (~3 minutes)"
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make format apply ruff's fixes and formatting"
 	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
-	@echo "make bench  routing decision, REST overhead and concurrency benchmarks (prints figures)"
+	@echo "make bench  routing decision, rate-limit check, REST overhead and concurrency benchmarks (prints figures)"
 	@echo "make peers  install, start and seed real Flowise + Langflow on loopback; register them as backends"
 	@echo "make peers-stop  stop the servers started by make peers"
 
@@ -45,6 +46,11 @@ test: $(VENV)/.dev-installed
 test-live: $(VENV)/.dev-installed
 	scripts/test.sh -m live $(ARGS)
 
+# Schemathesis against a served Flywheel with its own database and cache prefix;
+# ARGS go to schemathesis (scripts/fuzz.py says what it sets up and its bounds).
+fuzz: $(VENV)/.dev-installed
+	$(PY) scripts/fuzz.py $(ARGS)
+
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -57,6 +63,7 @@ format: $(VENV)/.dev-installed
 bench: $(VENV)/.dev-installed
 	$(PY) scripts/ensure_services.py
 	$(PY) bench/routing_decision.py
+	$(PY) bench/ratelimit.py
 	$(PY) bench/rest.py
 
 # Re-pin: resolve the top-level requirements in a scratch venv and freeze them.

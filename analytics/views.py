@@ -5,15 +5,23 @@ from __future__ import annotations
 import uuid
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import permission_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from analytics.models import RoutingDecision
 
 
+# Being staff is not enough: the page shows any tenant's question and routing.
 @staff_member_required
+@permission_required("analytics.view_routingdecision", raise_exception=True)
 def decision_trace(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
-    """Everything routing knew and did for one query (staff only: it shows the question)."""
+    """Everything routing knew and did for one query.
+
+    Needs a staff login with the permission to view routing decisions:
+    anonymous and non-staff users are redirected to the login page, staff
+    without the permission get 403 (before anything is looked up).
+    """
     decision = (
         RoutingDecision.objects.select_related("tenant", "backend", "flow")
         .filter(request_id=request_id)

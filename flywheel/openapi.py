@@ -1,7 +1,10 @@
-"""OpenAPI for the async endpoints that DRF does not see (the query path).
+"""OpenAPI: what drf-spectacular cannot see, added by post-processing hooks.
 
-drf-spectacular documents DRF views; the query endpoints are plain async
-views (see flywheel/asyncapi.py), so this post-processing hook adds them.
+drf-spectacular documents DRF views from their serializers. Three hooks
+(SPECTACULAR_SETTINGS) add the rest: the async query endpoints, which are
+plain async views (flywheel/asyncapi.py); the constraints the server
+enforces but no serializer states; and, in one table by method and path,
+every error status each operation can answer, in the one error shape.
 """
 
 from __future__ import annotations
@@ -26,22 +29,43 @@ ERROR = {
     "required": ["error"],
 }
 
+# What Python's str.strip() removes (str.isspace()), spelled for ECMA and Python regexes
+# alike: the server strips before it checks, and ECMA's \s differs (it has U+FEFF, not U+0085).
+PY_SPACE = (
+    r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+# A string with something besides whitespace.
+NOT_BLANK = f"[^{PY_SPACE}]"
+
 QUERY_REQUEST = {
     "type": "object",
     "additionalProperties": False,
     "required": ["question"],
     "properties": {
-        "question": {"type": "string", "minLength": 1, "maxLength": 10000},
-        "intent": {"type": "string", "description": "Skip classification: use this intent."},
+        "question": {"type": "string", "minLength": 1, "maxLength": 10000, "pattern": NOT_BLANK},
+        "intent": {
+            "type": "string",
+            "nullable": True,
+            "minLength": 1,
+            "maxLength": 50,
+            "pattern": "^[-a-z0-9_]{1,50}$",
+            "description": "Skip classification: use this intent (400 if unknown or disabled).",
+        },
         "backend": {
             "type": "string",
+            "nullable": True,
+            "minLength": 1,
+            "maxLength": 100,
+            "pattern": NOT_BLANK,
             "default": "auto",
             "description": "'auto', or a backend's name or kind (flowise, langflow).",
         },
-        "session_id": {"type": "string", "format": "uuid"},
+        "session_id": {"type": "string", "format": "uuid", "nullable": True},
         "parameters": {
             "type": "object",
+            "nullable": True,
             "additionalProperties": True,
+            "description": "Passed to the backend (under 20000 bytes of JSON).",
             "properties": {
                 "temperature": {"type": "number", "minimum": 0, "maximum": 2},
                 "max_tokens": {"type": "integer", "minimum": 1},
@@ -50,6 +74,15 @@ QUERY_REQUEST = {
             },
         },
         "include_routing_metadata": {"type": "boolean", "default": True},
+    },
+}
+
+QUERY_TYPE_REQUEST = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["query"],
+    "properties": {
+        "query": {"type": "string", "minLength": 1, "maxLength": 10000, "pattern": NOT_BLANK}
     },
 }
 
@@ -132,27 +165,37 @@ QUERY_TYPE = {
 }
 
 
+# An event stream's schema describes one event (OpenAPI 3.0 has no itemSchema).
+EVENT_STREAM = {
+    "schema": {
+        "type": "object",
+        "description": (
+            'One Server-Sent Event: `chunk` events (data: {"text"}), then one `end` '
+            "(data: the JSON answer) or one `error` (data: the error shape)."
+        ),
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": ["chunk", "end", "error"]},
+            "data": {"type": "string", "description": "A JSON document."},
+        },
+    },
+    "example": 'event: chunk\ndata: {"text": "Hello"}\n\nevent: end\ndata: {"answer": "Hello"}\n\n',
+}
+
+
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def _errors(*statuses: int) -> dict[str, Any]:
-    return {str(status): {"description": "Error", **_json(ERROR)} for status in statuses}
-
-
 def _operation(
-    operation_id: str,
-    summary: str,
-    response: dict[str, Any],
-    body: dict[str, Any] | None,
-    *errors: int,
+    operation_id: str, summary: str, response: dict[str, Any], body: dict[str, Any] | None
 ) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "operationId": operation_id,
         "summary": summary,
         "tags": ["query"],
         "security": [{"ApiKey": []}],
-        "responses": {"200": {"description": "OK", **_json(response)}, **_errors(*errors)},
+        "responses": {"200": {"description": "OK", **_json(response)}},
     }
     if body is not None:
         operation["requestBody"] = {"required": True, **_json(body)}
@@ -169,24 +212,12 @@ def add_async_endpoints(
         "Answer a question (Server-Sent Events when parameters.stream is true)",
         QUERY_ANSWER,
         QUERY_REQUEST,
-        400,
-        401,
-        404,
-        502,
-        503,
     )
-    query["responses"]["200"]["content"]["text/event-stream"] = {
-        "schema": {"type": "string", "description": "chunk events, then end (the body) or error"}
-    }
+    query["responses"]["200"]["content"]["text/event-stream"] = EVENT_STREAM
     paths["/api/v1/query"] = {"post": query}
     paths["/api/v1/route"] = {
         "post": _operation(
-            "route_create",
-            "Classify and score without running anything",
-            ROUTE_PLAN,
-            QUERY_REQUEST,
-            400,
-            401,
+            "route_create", "Classify and score without running anything", ROUTE_PLAN, QUERY_REQUEST
         )
     }
     paths["/api/v1/query-router/route"] = {
@@ -194,20 +225,15 @@ def add_async_endpoints(
             "query_router_route_create",
             "GLOBAL / LOCAL / HYBRID for a query (404 when query routing is off)",
             QUERY_TYPE,
-            {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}},
-            400,
-            401,
-            404,
+            QUERY_TYPE_REQUEST,
         )
     }
     paths["/api/v1/query-router/patterns"] = {
         "get": _operation(
             "query_router_patterns_retrieve",
-            "The GLOBAL and LOCAL rules in use",
+            "The GLOBAL and LOCAL rules in use (404 when query routing is off)",
             {"type": "object"},
             None,
-            401,
-            404,
         )
     }
     paths["/api/v1/query-router/status"] = {
@@ -216,11 +242,168 @@ def add_async_endpoints(
             "Query router configuration (answers when off too)",
             {"type": "object"},
             None,
-            401,
         )
     }
     schemes = result.setdefault("components", {}).setdefault("securitySchemes", {})
     schemes.setdefault("ApiKey", {"type": "http", "scheme": "bearer"})
+    return result
+
+
+# --- constraints the server enforces that no serializer states --------------------
+
+# Path parameters by name, wherever they appear: backend ids are ASCII digits (as many
+# as a bigint holds, backends/api.py's lookup_value_regex), the others UUIDs.
+PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+    "id": {"type": "integer", "minimum": 1, "maximum": 10**18 - 1},
+    "session_id": {"type": "string", "format": "uuid"},
+    "request_id": {"type": "string", "format": "uuid"},
+}
+# Filters the views read as ``params.get(name) or None``: an empty value is no filter.
+EMPTY_IS_NO_FILTER = {
+    ("get", "/api/v1/flows"): {"backend", "intent"},
+    ("get", "/api/v1/decisions"): {"intent", "outcome", "backend", "session"},
+}
+
+# Backend bodies: unknown fields are refused; URLs are http(s) with no user-info; names
+# and keys are trimmed before they are checked (a blank name is refused, so is a key
+# with anything but printable ASCII inside: it travels in a header).
+_BACKEND_FIELDS = {
+    "name": {"pattern": NOT_BLANK},
+    "base_url": {"pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+([/?#]\S*)?$"},
+    "api_key": {"pattern": f"^[{PY_SPACE}]*[\\u0020-\\u007e]*[{PY_SPACE}]*$"},
+}
+REQUEST_COMPONENTS = {"BackendRequest": _BACKEND_FIELDS, "PatchedBackendRequest": _BACKEND_FIELDS}
+
+
+def add_constraints(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """drf-spectacular post-processing hook: path ids, empty filters and request bodies
+    as the server checks them (views state their query parameters' own constraints)."""
+    components = result.get("components", {}).get("schemas", {})
+    for name, fields in REQUEST_COMPONENTS.items():
+        component = components.get(name)
+        if component is None:
+            continue
+        component["additionalProperties"] = False
+        for field, constraints in fields.items():
+            prop = component["properties"][field]
+            # drf-spectacular spells an allow_blank field as oneOf[pattern, blank]; one
+            # pattern that already admits the blank (and the trimmed whitespace) replaces both.
+            branches = prop.pop("oneOf", [{}])
+            prop.update({k: v for k, v in branches[0].items() if k != "pattern"})
+            prop.update(constraints)
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in _operations(operations):
+            filters = EMPTY_IS_NO_FILTER.get((method, path), set())
+            for parameter in operation.get("parameters", []):
+                schema = PATH_PARAMETERS.get(parameter["name"])
+                if parameter["in"] == "path" and schema is not None:
+                    parameter["schema"] = dict(schema)
+                if parameter["in"] == "query" and parameter["name"] in filters:
+                    parameter["allowEmptyValue"] = True
+    return result
+
+
+# --- every error each operation can answer --------------------------------------------
+
+STATUSES = {
+    400: "The request is not valid; the error names what is wrong.",
+    401: "No API key, or a wrong or revoked one.",
+    403: "The key's tenant may not do this (a shared backend is run by an administrator).",
+    404: "Not found among what the key's tenant may see.",
+    409: "The owner already has a backend of this name.",
+    415: "The body is not sent as application/json.",
+    429: "Too many requests: retry after Retry-After seconds.",
+    502: "A backend failed or gave an answer that makes no sense.",
+    503: "The backend asked for is unavailable (unhealthy or in cooldown).",
+    504: "A backend did not answer in time.",
+}
+# What the rules of _error_statuses cannot tell from the method and path, with what
+# the status means there when the general wording does not say it.
+EXTRA: dict[tuple[str, str], dict[int, str | None]] = {
+    ("post", "/api/v1/query"): {
+        400: "Not valid: a field, an unknown intent or backend, nothing to summarize.",
+        404: "No flow serves the intent, or no such session.",
+        502: "Every backend that could answer failed, and no cached answer is fresh.",
+        503: None,
+    },
+    ("post", "/api/v1/route"): {
+        400: "Not valid: a field, an unknown intent or backend.",
+        404: "No such session.",
+    },
+    ("post", "/api/v1/query-router/route"): {404: "Query routing is off."},
+    ("get", "/api/v1/query-router/patterns"): {404: "Query routing is off."},
+    ("post", "/api/v1/backends"): {409: None},
+    ("put", "/api/v1/backends/{id}"): {403: None, 409: None},
+    ("patch", "/api/v1/backends/{id}"): {403: None, 409: None},
+    ("delete", "/api/v1/backends/{id}"): {403: None},
+    ("post", "/api/v1/backends/{id}/health-check"): {
+        403: "Only the backend's owner (or staff) may probe it on demand.",
+        429: "Too many requests, or too many probes of this backend: see Retry-After.",
+        502: None,
+        504: None,
+    },
+    ("post", "/api/v1/backends/{id}/discover"): {
+        400: "The backend refused the discovery request.",
+        404: "No such backend for this tenant, or no flow list at the backend's URL.",
+        403: "Only the backend's owner (or staff) may discover its flows on demand.",
+        429: "Too many requests, or too many discoveries of this backend: see Retry-After.",
+        502: None,
+        504: None,
+    },
+}
+HEADERS = {
+    401: {"WWW-Authenticate": {"schema": {"type": "string"}}},
+    429: {
+        "Retry-After": {
+            "schema": {"type": "integer", "minimum": 1},
+            "description": "Seconds to wait (sent when Flywheel's own limit is reached).",
+        }
+    },
+}
+_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+
+
+def _operations(operations: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(method, op) for method, op in operations.items() if method in _METHODS]
+
+
+def _error_statuses(method: str, path: str, operation: dict[str, Any]) -> dict[int, str]:
+    """The error statuses an operation can answer, each with what it means there."""
+    statuses: set[int] = set()
+    if operation.get("security"):
+        statuses |= {401, 429}  # every API-key door authenticates and is rate limited
+    if "requestBody" in operation:
+        statuses |= {400, 415}  # one strict JSON parser for every body
+    parameters = operation.get("parameters", [])
+    if any(parameter["in"] == "query" for parameter in parameters):
+        statuses.add(400)
+    if any(parameter["in"] == "path" for parameter in parameters):
+        statuses.add(404)  # a detail route: not there, or not the tenant's
+    extra = EXTRA.get((method, path), {})
+    return {
+        status: extra.get(status) or STATUSES[status] for status in sorted(statuses | set(extra))
+    }
+
+
+def add_error_responses(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """drf-spectacular post-processing hook: every error status of every operation,
+    in the one error shape (components/schemas/Error)."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in _operations(operations):
+            responses = operation.setdefault("responses", {})
+            for status, description in _error_statuses(method, path, operation).items():
+                response: dict[str, Any] = {
+                    "description": description,
+                    **_json({"$ref": "#/components/schemas/Error"}),
+                }
+                if status in HEADERS:
+                    response["headers"] = HEADERS[status]
+                responses.setdefault(str(status), response)
     return result
 
 

@@ -195,9 +195,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Request and response components apart: a request states what the server
+    # refuses (read-only fields left out, minLength on fields that may not be blank).
+    "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "flywheel.openapi.add_async_endpoints",
+        "flywheel.openapi.add_constraints",
+        "flywheel.openapi.add_error_responses",
     ],
 }
 
@@ -245,9 +250,11 @@ QUERY_ROUTING_CONFIDENCE_THRESHOLD = read("QUERY_ROUTING_CONFIDENCE_THRESHOLD", 
 # Backends registered with a tenant's API key may not point at loopback, private,
 # link-local, multicast, reserved or unspecified addresses, except inside these
 # networks (comma-separated CIDRs). Staff-registered backends (admin, commands) may.
-BACKEND_ALLOWED_NETWORKS = read("FLYWHEEL_BACKEND_ALLOWED_NETWORKS", as_networks, [])
+BACKEND_ALLOWED_NETWORKS: list[str] = read("FLYWHEEL_BACKEND_ALLOWED_NETWORKS", as_networks, [])
 # Requests per API key, across every door and worker process (shared through the
 # cache); "off" turns the limit off. Each key may carry its own in the admin.
-RATE_LIMIT = read("FLYWHEEL_RATE_LIMIT", as_rate, (1200, 60))
+_DEFAULT_RATE_LIMIT: tuple[int, int] | None = (1200, 60)
+RATE_LIMIT = read("FLYWHEEL_RATE_LIMIT", as_rate, _DEFAULT_RATE_LIMIT)
 # Failed authentications per client address before it is told to wait.
-AUTH_FAILURE_LIMIT = read("FLYWHEEL_AUTH_FAILURE_LIMIT", as_rate, (30, 60))
+_DEFAULT_AUTH_FAILURE_LIMIT: tuple[int, int] | None = (30, 60)
+AUTH_FAILURE_LIMIT = read("FLYWHEEL_AUTH_FAILURE_LIMIT", as_rate, _DEFAULT_AUTH_FAILURE_LIMIT)

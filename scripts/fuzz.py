@@ -1,0 +1,394 @@
+"""`make fuzz`: schemathesis over the served OpenAPI schema, against a real server.
+
+What it sets up, all its own and all stopped again at the end: a PostgreSQL
+database (flywheel_fuzz_<checkout>, recreated), a cache prefix in Redis
+(fuzz_<checkout>, its old keys deleted first), a stand-in Flowise on a
+free port that really answers (ping, chatflows, predictions, streamed ones
+too), registered as a shared backend the way an administrator would
+(`add_backend`, `discover_flows`, `check_health`), an API key of the default
+tenant, and Flywheel itself under uvicorn on a free port. Then
+`schemathesis run` sends generated requests to every operation of
+/api/v1/schema with that key. Exit status: schemathesis's (non-zero when a
+check failed).
+
+Bounds: at most MAX_EXAMPLES generated cases per operation and phase, and
+MAX_SECONDS for the whole run (schemathesis keeps fuzzing until the budget
+is spent, so a run takes about that long plus 30-60 s of set-up). Arguments
+are passed on to schemathesis, e.g. `make fuzz ARGS="--seed 1"`.
+
+This file is also the schemathesis hooks file (SCHEMATHESIS_HOOKS): it
+registers the check that replaces not_a_server_error, and a before_call
+hook that turns schema-valid values naming nothing real into real ones
+(see both below).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import schemathesis
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDIN = "fuzz-standin"
+MAX_EXAMPLES = 20
+MAX_SECONDS = 150
+# Flows the stand-in lists: one named after each shipped intent, so that discovery
+# gives every intent a flow and a generated question can always be answered.
+FLOWS = (
+    "general",
+    "code review",
+    "technical analysis",
+    "document qa",
+    "summarize",
+    "creative orientation",
+)
+
+# --- the check -----------------------------------------------------------------------
+
+# Failures that mean the backend could not be reached: it really is down.
+DOWN = {"ConnectionError", "TimeoutError", "BackendUnavailable"}
+
+
+def _failures(response: schemathesis.Response) -> list[tuple[str, str]]:
+    """(backend, error type) of every backend failure an error body names."""
+    try:
+        error = json.loads(response.content)["error"]
+        details = error["details"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    named = [(str(details["backend"]), error["type"])] if details.get("backend") else []
+    chain = details.get("fallback_chain") or []
+    return named + [(str(a.get("backend")), str(a.get("error_type"))) for a in chain]
+
+
+@schemathesis.check
+def no_server_error_unless_a_backend_is_down(
+    ctx: schemathesis.CheckContext, response: schemathesis.Response, case: schemathesis.Case
+) -> bool | None:
+    """not_a_server_error, except 502/503/504 from backends that really are down.
+
+    Every backend the fuzzer registers points at DOWN_ADDRESS (see before_call),
+    where nothing listens. A 502/503/504 passes when it names the backends that
+    failed, none of them is the stand-in (which is up all run) and each failed
+    by not answering or being unavailable; anything else is a failure.
+    """
+    status = response.status_code
+    if status < 500:
+        return None
+    failures = _failures(response)
+    if (
+        status in {502, 503, 504}
+        and failures
+        and all(backend != STANDIN and kind in DOWN for backend, kind in failures)
+    ):
+        return None
+    raise AssertionError(f"Server error {status}: {response.content[:500]!r}")
+
+
+# --- valid data the schema cannot describe -----------------------------------------
+
+# A value can pass the schema and still name nothing that exists: an intent or a
+# backend nobody made, a host that resolves nowhere (there is no DNS here, and a
+# tenant's backend must resolve to public addresses). Before a request leaves, such
+# values are swapped for real ones; only values the schema accepts are touched, so a
+# case generated to be invalid stays invalid. Backend URLs all point at DOWN_ADDRESS,
+# where a port is held open without listening: their backends are down, for real.
+# (Not summarize: with no answers in the session yet it is refused, a 400.)
+INTENTS = ("general", "code-review", "technical-analysis", "document-qa", "creative-orientation")
+BACKENDS = ("auto", "flowise", STANDIN)
+SLUG = re.compile(r"[-a-z0-9_]{1,50}")
+URL = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+([/?#]\S*)?")
+DOWN_ADDRESS = "127.255.255.1"
+_names = itertools.count(1)
+
+
+def _pick(choices: tuple[str, ...], value: str) -> str:
+    return choices[len(value) % len(choices)]
+
+
+def _fit_query(body: dict[str, Any]) -> None:
+    intent, backend = body.get("intent"), body.get("backend")
+    if isinstance(intent, str) and SLUG.fullmatch(intent) and intent not in INTENTS:
+        body["intent"] = _pick(INTENTS, intent)
+    if isinstance(backend, str) and 0 < len(backend.strip()) <= 100 and backend not in BACKENDS:
+        body["backend"] = _pick(BACKENDS, backend)
+
+
+def _fit_backend(body: dict[str, Any]) -> None:
+    url, name = body.get("base_url"), body.get("name")
+    if isinstance(url, str) and len(url) <= 500 and URL.fullmatch(url):
+        parts = urlsplit(url)
+        down = f"{DOWN_ADDRESS}:{os.environ['FUZZ_DOWN_PORT']}"
+        body["base_url"] = urlunsplit(parts._replace(netloc=down))
+    if isinstance(name, str) and 0 < len(name.strip()) <= 100:
+        # Unique, so that creating a backend succeeds and the stateful phase can use it.
+        body["name"] = f"{name.strip()[:90]}-{next(_names)}"
+
+
+@schemathesis.hook
+def before_call(
+    context: schemathesis.HookContext, case: schemathesis.Case, kwargs: dict[str, Any]
+) -> None:
+    if not isinstance(case.body, dict):
+        return
+    if case.operation.path in {"/api/v1/query", "/api/v1/route"}:
+        _fit_query(case.body)
+    elif case.operation.path.startswith("/api/v1/backends"):
+        _fit_backend(case.body)
+
+
+# --- the stand-in Flowise ------------------------------------------------------------
+
+
+async def _reply(send: Any, status: int, content_type: str, body: bytes) -> None:
+    headers = [(b"content-type", content_type.encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _prediction(request: dict[str, Any]) -> tuple[str, bytes]:
+    text = f"Echo: {request.get('question', '')}"
+    session = str((request.get("overrideConfig") or {}).get("sessionId") or "s")
+    if not request.get("streaming"):
+        return "application/json", json.dumps({"text": text, "sessionId": session}).encode()
+    events: list[dict[str, Any]] = [
+        {"event": "token", "data": text[i : i + 8]} for i in range(0, len(text), 8)
+    ]
+    events += [{"event": "metadata", "data": {"sessionId": session}}, {"event": "end"}]
+    stream = "".join(f"message:\ndata:{json.dumps(event)}\n\n" for event in events)
+    return "text/event-stream", stream.encode()
+
+
+async def standin(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Flowise's ping, chatflow list and prediction API, answered at once."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    path = scope["path"]
+    if path == "/api/v1/ping":
+        await _reply(send, 200, "text/html", b"pong")
+    elif path == "/api/v1/chatflows":
+        records = [
+            {"id": f"flow-{i}", "name": name, "type": "CHATFLOW", "deployed": True}
+            for i, name in enumerate(FLOWS)
+        ]
+        payload = {"data": records, "total": len(records)}
+        await _reply(send, 200, "application/json", json.dumps(payload).encode())
+    elif path.startswith("/api/v1/prediction/") and scope["method"] == "POST":
+        await _reply(send, 200, *_prediction(json.loads(body or b"{}")))
+    else:
+        await _reply(send, 404, "application/json", b'{"message": "Not found"}')
+
+
+# --- set-up and run ------------------------------------------------------------------
+
+
+def _checkout() -> str:
+    return hashlib.sha1(str(ROOT).encode()).hexdigest()[:8]  # noqa: S324 - a name, not a secret
+
+
+def environment() -> dict[str, str]:
+    """Flywheel's settings for the fuzz run: its own database, cache prefix and files."""
+    redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+    # The PostgreSQL server of DATABASE_URL (as scripts/test.sh), a database of our own.
+    server = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/x")
+    database = f"{server.rsplit('/', 1)[0]}/flywheel_fuzz_{_checkout()}"
+    return {
+        **os.environ,
+        "DATABASE_URL": os.environ.get("FUZZ_DATABASE_URL", database),
+        "REDIS_URL": redis,
+        "CACHE_URL": f"{redis}/1",
+        "CELERY_BROKER_URL": f"{redis}/2",
+        "FLYWHEEL_CACHE_PREFIX": os.environ.get("FUZZ_CACHE_PREFIX", f"fuzz_{_checkout()}"),
+        "FLYWHEEL_VAR_DIR": str(ROOT / "var" / "fuzz"),
+        "FLYWHEEL_LOG_LEVEL": "WARNING",
+        "DJANGO_DEBUG": "false",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "FLYWHEEL_PUBLIC_URL": "",
+        # Where the fuzzer's own backends point (see before_call): down, by design.
+        "FLYWHEEL_BACKEND_ALLOWED_NETWORKS": f"{DOWN_ADDRESS}/32",
+        # The checks of authentication send many requests without a key, from one address.
+        "FLYWHEEL_AUTH_FAILURE_LIMIT": "100000/minute",
+        # Rules only: no question leaves the machine for an LLM.
+        "LLM_BASE_URL": "",
+        "QUERY_ROUTING_ENABLED": "true",
+        "QUERY_ROUTING_USE_LLM": "false",
+    }
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run(  # noqa: S603 - our own interpreter and manage.py
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-2000:]}")
+    return result.stdout.strip()
+
+
+def recreate_database(url: str) -> None:
+    import psycopg
+
+    admin, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+# Deletes only this run's prefix: the Redis is shared (never FLUSHDB).
+FORGET_CACHE = """
+from django.core.cache import cache
+client = cache._cache.get_client(write=True)
+keys = list(client.scan_iter(match=cache.make_key("*"), count=1000))
+if keys:
+    client.delete(*keys)
+"""
+
+# The limiter stays on (its code is fuzzed too), with room for everything one fuzzer sends.
+KEY_LIMIT = """
+from flywheel.models import ApiKey
+ApiKey.objects.filter(name="fuzz").update(rate_limit="100000/minute")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1):  # noqa: S310
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def running(args: list[str], env: dict[str, str], log: Path) -> Iterator[None]:
+    """A child process for the duration of the block; terminated (then killed) after."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and modules
+            [sys.executable, *args], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+        try:
+            yield
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def prepare(env: dict[str, str], standin_port: int) -> str:
+    """Database, defaults, the stand-in as a shared backend with its flows; returns a key."""
+    subprocess.run([sys.executable, "scripts/ensure_services.py"], cwd=ROOT, env=env, check=True)
+    recreate_database(env["DATABASE_URL"])
+    manage(env, "shell", "-c", FORGET_CACHE)
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "load_defaults")
+    url = f"http://127.0.0.1:{standin_port}"
+    manage(env, "add_backend", "--name", STANDIN, "--kind", "flowise", "--url", url)
+    manage(env, "discover_flows", "--backend", STANDIN)
+    manage(env, "check_health", "--backend", STANDIN)
+    key = manage(env, "create_api_key", "--name", "fuzz").splitlines()[-1]
+    manage(env, "shell", "-c", KEY_LIMIT)
+    return key
+
+
+def schemathesis_command(port: int, key: str, extra: list[str]) -> list[str]:
+    return [
+        str(Path(sys.executable).parent / "schemathesis"),
+        "run",
+        f"http://127.0.0.1:{port}/api/v1/schema?format=json",
+        "--header",
+        f"Authorization: Bearer {key}",
+        # Every check but two: not_a_server_error is replaced by the check above
+        # (a backend the fuzzer registered is down by design), and
+        # object_level_authorization needs a second tenant's credentials to compare.
+        "--checks",
+        "all",
+        "--exclude-checks",
+        "not_a_server_error,object_level_authorization",
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--max-time",
+        str(MAX_SECONDS),
+        "--request-timeout",
+        "30",
+        # Flywheel refuses NUL characters and lone surrogates in JSON on purpose
+        # (PostgreSQL cannot store them): valid data holds neither.
+        "--generation-allow-x00",
+        "false",
+        "--generation-codec",
+        "utf-8",
+        "--generation-database",
+        "none",
+        "--no-color",
+        *extra,
+    ]
+
+
+def main(extra: list[str]) -> int:
+    # SIGTERM (CI cancelling the job) unwinds like Ctrl-C, so every child is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    env = environment()
+    logs = ROOT / "var" / "fuzz"
+    logs.mkdir(parents=True, exist_ok=True)
+    standin_port, port = free_port(), free_port()
+    standin_args = ["scripts/fuzz.py", "standin", str(standin_port)]
+    server = ["-m", "uvicorn", "flywheel.asgi:application", "--port", str(port)]
+    server += ["--lifespan", "on", "--log-level", "warning"]
+    # Bound and never listening: a connection to it is refused at once.
+    with socket.socket() as down, running(standin_args, env, logs / "standin.log"):
+        down.bind((DOWN_ADDRESS, 0))
+        wait_for(f"http://127.0.0.1:{standin_port}/api/v1/ping")
+        key = prepare(env, standin_port)
+        with running(server, env, logs / "server.log"):
+            wait_for(f"http://127.0.0.1:{port}/healthz")
+            hooks = {
+                **os.environ,
+                "SCHEMATHESIS_HOOKS": str(Path(__file__).resolve()),
+                "FUZZ_DOWN_PORT": str(down.getsockname()[1]),
+            }
+            command = schemathesis_command(port, key, extra)
+            print("fuzz:", " ".join(c if "Bearer" not in c else "<key>" for c in command))
+            status = subprocess.run(command, cwd=logs, env=hooks).returncode  # noqa: S603
+    print(f"fuzz: Flywheel's log is {logs / 'server.log'}")
+    return status
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["standin"]:
+        import uvicorn
+
+        uvicorn.run(standin, host="127.0.0.1", port=int(sys.argv[2]), log_level="error")
+    else:
+        sys.exit(main(sys.argv[1:]))
