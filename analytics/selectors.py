@@ -77,7 +77,7 @@ def decision_get(tenant: Tenant, request_id: str) -> RoutingDecision:
     try:
         key = uuid.UUID(str(request_id))
     except ValueError as err:
-        raise NotFoundError(f"No decision {request_id}.") from err
+        raise NotFoundError(f"No decision {str(request_id)[:40]!r}.") from err
     decision = decisions_for(tenant).filter(request_id=key).first()
     if decision is None:
         raise NotFoundError(f"No decision {key}.", details={"request_id": str(key)})

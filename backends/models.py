@@ -15,7 +15,7 @@ MAX_TIMEOUT_SECONDS = 600.0
 MAX_WEIGHT = 100.0
 # A key travels in an HTTP header: a CR or LF in it would split the request.
 validate_api_key = RegexValidator(
-    r"^[\x20-\x7e]*$",
+    r"\A[\x20-\x7e]*\Z",  # \Z: a trailing line break must not slip past $
     "An API key may hold only printable ASCII characters (no line breaks or control characters).",
     code="api_key_characters",
 )

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from flywheel.errors import AuthenticationError
 from flywheel.models import ApiKey, Tenant
 from flywheel.ratelimit import api_key_admit, client_address
-from flywheel.services import api_key_verify
+from flywheel.services import api_key_authenticate
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Use the header 'Authorization: Bearer <key>'.")
         address = client_address(request.META)
         try:
-            api_key = api_key_verify(raw_key=raw_key.strip(), address=address)
+            api_key = api_key_authenticate(raw_key=raw_key.strip(), address=address)
         except AuthenticationError as err:
             raise exceptions.AuthenticationFailed(err.message) from err
-        api_key_admit(api_key=api_key, address=address)
+        api_key_admit(api_key=api_key)
         return ApiClient(api_key=api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:

@@ -95,6 +95,11 @@ def as_cache(raw: str) -> dict[str, Any]:
     config["KEY_PREFIX"] = _env.str("FLYWHEEL_CACHE_PREFIX", default="flywheel")
     if config.get("BACKEND") == "django.core.cache.backends.redis.RedisCache":
         config["BACKEND"] = "flywheel.redis_cache.RedisCache"  # one client per pool
+        # The query path reads the cache on the event loop: a Redis that hangs must cost
+        # a bounded wait, not redis-py's default of none (then callers fail open or over).
+        config.setdefault("OPTIONS", {}).update(
+            {"socket_connect_timeout": 0.5, "socket_timeout": 1.0}
+        )
     return config
 
 

@@ -72,6 +72,7 @@ class RateLimitError(ApplicationError):
     ) -> None:
         super().__init__(message, details={"retry_after": retry_after, **(details or {})})
         self.retry_after = retry_after
+        self.excess = 0  # how far over its limit the refused request is, where counted
 
 
 class UnavailableError(ApplicationError):

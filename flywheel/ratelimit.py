@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import ipaddress
 import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -147,37 +148,39 @@ class RateLimiter:
     """The counts of one cache. Each method raises RateLimitError when a limit is
     reached and passes (with a warning now and then) when the cache fails."""
 
-    def __init__(self, cache: Any) -> None:
+    def __init__(self, cache: Any, *, clock: Callable[[], float] = time.time) -> None:
         self.cache = cache
+        self._clock = clock  # the wall clock: windows are aligned to it across processes
         self._counts = _RedisCounts(cache) if isinstance(cache, RedisCache) else _CacheCounts(cache)
         self._lock = threading.Lock()
         self._paused_until = -math.inf
         self._warned_at = -math.inf
 
-    def admit(self, *, address: str, key_id: int, rate: Rate | None) -> None:
-        """Refuse a request from a refused address or over ``rate``; else count it."""
-        blocking = settings.AUTH_FAILURE_LIMIT
-        if blocking is None and rate is None:
+    def admit(self, *, key_id: int, rate: Rate | None) -> None:
+        """Count a request of a key; refuse it past ``rate``.
+
+        The error carries ``excess``: how many requests over the limit this one is.
+        """
+        if rate is None:
             return
-        now = time.time()
-        guard = _failures_key(address, blocking, now) if blocking else ""
-        counter = _requests_key(key_id, rate, now) if rate else ""
-        hit = self._hit(guard, blocking[0] if blocking else 0, counter, rate[1] if rate else 0)
-        if hit == REFUSED and blocking is not None:
-            raise _address_refused(blocking, now)
-        if rate is not None and hit is not None and hit > rate[0]:
-            raise RateLimitError(
+        now = self._clock()
+        counter = _requests_key(key_id, rate, now)
+        hit = self._hit(counter, 0, counter, rate[1])
+        if hit is not None and hit > rate[0]:
+            err = RateLimitError(
                 f"This API key is over its rate limit of {describe(rate)}.",
                 retry_after=_window(rate, now)[1],
                 details={"limit": describe(rate)},
             )
+            err.excess = hit - rate[0]
+            raise err
 
     def admit_address(self, *, address: str) -> None:
         """Refuse an address that has failed to authenticate too often (counts nothing)."""
         blocking = settings.AUTH_FAILURE_LIMIT
         if blocking is None:
             return
-        now = time.time()
+        now = self._clock()
         guard = _failures_key(address, blocking, now)
         if self._hit(guard, blocking[0], guard, 0) == REFUSED:
             raise _address_refused(blocking, now)
@@ -186,7 +189,7 @@ class RateLimiter:
         """Count a failed authentication from ``address``."""
         blocking = settings.AUTH_FAILURE_LIMIT
         if blocking is not None:
-            guard = _failures_key(address, blocking, time.time())
+            guard = _failures_key(address, blocking, self._clock())
             self._hit(guard, 0, guard, blocking[1])
 
     def _hit(self, guard: str, refuse_from: int, counter: str, ttl: int) -> int | None:
@@ -248,17 +251,24 @@ def api_key_rate(api_key: ApiKey) -> Rate | None:
 
 
 def client_address(meta: Mapping[str, Any]) -> str:
-    """The address failures are counted against: REMOTE_ADDR (behind a proxy, the proxy's)."""
-    return str(meta.get("REMOTE_ADDR") or "unknown")
+    """The address failures are counted against: REMOTE_ADDR (behind a proxy, the proxy's).
 
-
-def api_key_admit(*, api_key: ApiKey, address: str) -> None:
-    """Count a request of ``api_key`` from ``address``.
-
-    Raises RateLimitError (with retry_after) when the address is refused for
-    failed authentications, or the key is over its rate. One cache round trip.
+    An IPv6 client usually holds a whole /64, so that is what counts.
     """
-    limiter().admit(address=address, key_id=api_key.pk, rate=api_key_rate(api_key))
+    address = str(meta.get("REMOTE_ADDR") or "unknown")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return address
+
+
+def api_key_admit(*, api_key: ApiKey) -> None:
+    """Count a request of ``api_key``. Raises RateLimitError (with retry_after) when
+    the key is over its rate. One cache round trip."""
+    limiter().admit(key_id=api_key.pk, rate=api_key_rate(api_key))
 
 
 def address_admit(*, address: str) -> None:

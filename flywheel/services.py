@@ -160,14 +160,32 @@ def api_keys_forget_memo() -> None:
     _key_memo.clear()
 
 
-def api_key_authenticate(*, raw_key: str) -> ApiKey:
+def api_key_authenticate(*, raw_key: str, address: str | None = None) -> ApiKey:
     """Return the active key matching ``raw_key`` and note its use.
 
-    Raises AuthenticationError when the key is unknown, malformed or revoked.
+    With the request's ``address``, a key that is not remembered (not in use
+    lately) is looked up only if the address has not failed to authenticate
+    too often, and a key that fails is counted against the address: the brake
+    slows guessing, while keys in use pass whoever shares the address.
+
+    Raises AuthenticationError when the key is unknown, malformed or revoked;
+    RateLimitError when the address is past settings.AUTH_FAILURE_LIMIT.
     """
     digest = hash_api_key(raw_key)
     cache_key = AUTH_CACHE_KEY.format(digest=digest)
     remembered = shared_cache().get(cache_key)
+    if remembered is None and address is not None:
+        address_admit(address=address)
+    try:
+        return _authenticated(digest, remembered)
+    except AuthenticationError:
+        if address is not None:
+            address_failure_note(address=address)
+        raise
+
+
+def _authenticated(digest: str, remembered: dict[str, Any] | None) -> ApiKey:
+    cache_key = AUTH_CACHE_KEY.format(digest=digest)
     if remembered is not None:
         api_key = _recalled(digest, remembered)
     else:
@@ -185,21 +203,6 @@ def api_key_authenticate(*, raw_key: str) -> ApiKey:
     if stale or remembered is None:
         shared_cache().set(cache_key, _remembered(api_key), AUTH_CACHE_SECONDS)
     return api_key
-
-
-def api_key_verify(*, raw_key: str, address: str) -> ApiKey:
-    """api_key_authenticate, for a request from ``address``: a refused address is
-    refused before its key is looked at, and a key that fails is counted against it.
-
-    Raises RateLimitError for an address past settings.AUTH_FAILURE_LIMIT,
-    AuthenticationError for a key that does not authenticate.
-    """
-    address_admit(address=address)
-    try:
-        return api_key_authenticate(raw_key=raw_key)
-    except AuthenticationError:
-        address_failure_note(address=address)
-        raise
 
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:

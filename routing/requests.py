@@ -11,7 +11,6 @@ may hold a NUL character or a lone surrogate, whichever door it came through
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import uuid
@@ -27,6 +26,8 @@ MAX_BACKEND = 100
 MAX_PARAMETERS_BYTES = 20_000
 SESSION_ID_RULE = "Must be a UUID returned by an earlier answer."
 _SLUG = re.compile(r"[-a-z0-9_]{1,50}")
+# A session id as answers give it (and the schema's "uuid" format): 8-4-4-4-12 hex digits.
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _FIELDS = {"question", "intent", "backend", "session_id", "parameters", "include_routing_metadata"}
 
 
@@ -104,12 +105,11 @@ def _check_backend(backend: Any, errors: dict[str, str]) -> str:
 
 
 def _check_session_id(session_id: Any, errors: dict[str, str]) -> str | None:
-    """The session id in its canonical form (what sessions.session_key would make of it)."""
+    """The session id, lower-cased; only the hyphenated form answers give is taken."""
     if session_id is None:
         return None
-    if isinstance(session_id, str):
-        with contextlib.suppress(ValueError):
-            return str(uuid.UUID(session_id))
+    if isinstance(session_id, str) and _UUID.fullmatch(session_id):
+        return str(uuid.UUID(session_id))
     errors["session_id"] = SESSION_ID_RULE
     return None
 

@@ -18,11 +18,17 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest
 
 from backends.adapters.base import Exchange, ExecutionResult
 from flywheel.asyncdb import db
-from flywheel.errors import ApplicationError, ValidationError, internal_error_body
+from flywheel.errors import (
+    ApplicationError,
+    RateLimitError,
+    ValidationError,
+    internal_error_body,
+)
 from flywheel.jsonin import parse_json
 from flywheel.models import ApiKey, Tenant
 from routing import conversation, llm
@@ -420,17 +426,25 @@ async def answer_question(request: QueryRequest, *, tenant: Tenant) -> dict[str,
     return await asyncio.shield(task)
 
 
-def query_refused(request: HttpRequest, api_key: ApiKey, err: ApplicationError) -> None:
+# Refusals past the limit recorded as decisions, per key and window: enough to see a
+# key hitting its limit, without letting a flood over it write a row per request.
+RECORDED_REFUSALS = 10
+
+
+def query_refused(request: HttpRequest, api_key: ApiKey, err: RateLimitError) -> None:
     """Record a query refused at the door, before routing (over its key's rate limit):
     one "rejected" decision, holding the question if the body is a valid query.
 
+    Only the first RECORDED_REFUSALS refusals of a key in a window are recorded.
     Adds the decision's ``request_id`` to the error's details, as a refusal
     inside routing does. The row is written behind the answer (record_later).
     """
+    if err.excess > RECORDED_REFUSALS:
+        return
     try:
         refused = query_request(parse_json(request.body or b"null"))
         question, method = refused.question, _method(refused)
-    except ApplicationError:
+    except (ApplicationError, SuspiciousOperation):  # not a valid query, or a body too big
         question, method = "", "auto"
     data = DecisionData(
         request_id=uuid.uuid4(),

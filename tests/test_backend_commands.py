@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from io import StringIO
 
 import httpx
@@ -64,9 +65,10 @@ def test_check_health_prints_a_table() -> None:
     assert "1 backend(s) unhealthy" in err.getvalue()
 
 
-def test_add_backend_refuses_a_key_with_a_line_break() -> None:
+@pytest.mark.parametrize("key", ["a\r\nb", "sk-abc\n", "sk\x00abc"])
+def test_add_backend_refuses_a_key_with_a_line_break(key: str) -> None:
     with pytest.raises(CommandError, match="api_key"):
-        _add("--name", "fw", "--kind", "flowise", "--url", "http://fw.test", "--api-key", "a\r\nb")
+        _add("--name", "fw", "--kind", "flowise", "--url", "http://fw.test", "--api-key", key)
     assert not Backend.objects.exists()
 
 
@@ -97,3 +99,33 @@ def test_add_backend_with_a_tenant_touches_only_that_tenants_backend(tenant: Ten
     )
     with pytest.raises(CommandError, match="No tenant"):
         _add("--name", "lab", "--kind", "flowise", "--url", "http://x.test", "--tenant", "nope")
+
+
+def _run_against_down_backends(command: str, *args: str) -> None:
+    """Run a command whose backends are all down: discovery then fails as a whole."""
+    with contextlib.suppress(CommandError):
+        call_command(command, *args, stdout=StringIO(), stderr=StringIO())
+
+
+@respx.mock
+@pytest.mark.parametrize("command", ["check_health", "discover_flows"])
+def test_a_named_backend_is_the_shared_one_unless_a_tenant_is_named(
+    tenant: Tenant, command: str
+) -> None:
+    """A tenant's backend of the same name is another backend: not probed, not reported."""
+    Backend.objects.create(name="peer", kind="flowise", base_url="http://shared.test")
+    Backend.objects.create(name="peer", kind="flowise", base_url="http://squat.test", tenant=tenant)
+    shared = respx.route(host="shared.test").mock(side_effect=httpx.ConnectError("refused"))
+    squat = respx.route(host="squat.test").mock(side_effect=httpx.ConnectError("refused"))
+
+    _run_against_down_backends(command, "--backend", "peer")
+    assert shared.called
+    assert not squat.called
+
+    shared.reset()
+    _run_against_down_backends(command, "--backend", "peer", "--tenant", tenant.slug)
+    assert squat.called
+    assert not shared.called
+
+    with pytest.raises(CommandError, match="No shared backend named 'nobody'"):
+        call_command(command, "--backend", "nobody", stdout=StringIO())

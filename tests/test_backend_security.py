@@ -56,8 +56,10 @@ def own(tenant: Tenant) -> Backend:
 
 
 def _echo_json(request: httpx.Request) -> httpx.Response:
-    sent = request.headers.get("authorization") or request.headers.get("x-api-key")
-    return httpx.Response(500, json={"message": f"refused credentials {sent}"})
+    """Echo the key we sent without its scheme: no generic "Bearer ..." pattern finds
+    it, only the exact spellings of what was sent do."""
+    sent = request.headers.get("authorization") or request.headers.get("x-api-key") or ""
+    return httpx.Response(500, json={"message": f"refused {sent.removeprefix('Bearer ')}"})
 
 
 def _echo_page(request: httpx.Request) -> httpx.Response:

@@ -67,6 +67,30 @@ def test_bodies_json_cannot_carry_safely_are_refused_and_change_nothing(
     assert not world.lf_route.called
 
 
+# The parser itself refuses these, before any field check: its answer names the path.
+PARSER_REFUSALS = {
+    "/api/v1/query": ('{"question": "hello\\u0000world"}', "$.question"),
+    "/api/v1/route": ('{"question": "bad \\ud800"}', "$.question"),
+    "/api/v1/backends": (
+        '{"name": "fw\\u0000", "kind": "flowise", "base_url": "http://fw.test"}',
+        "$.name",
+    ),
+}
+
+
+@pytest.mark.parametrize("path", DOORS)
+def test_the_strict_parser_refuses_before_the_fields_are_checked(
+    api_client: APIClient, path: str
+) -> None:
+    body, where = PARSER_REFUSALS[path]
+
+    result = api_client.generic("POST", path, body, content_type="application/json")
+
+    assert result.status_code == 400, result.content
+    assert result.json()["error"]["details"]["path"] == where
+    assert not Backend.objects.exists()
+
+
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
 @pytest.mark.parametrize("path", ["/api/v1/query", "/api/v1/route"])
 def test_a_query_not_sent_as_json_is_unsupported_media(
@@ -127,12 +151,13 @@ def test_every_door_validates_a_query_the_same_way(fields: dict[str, Any], field
     assert field in refused.value.details["fields"]
 
 
-def test_a_session_id_is_kept_in_canonical_form() -> None:
-    given = "{7C4E3A2B-1111-4222-8333-444455556666}"
+def test_a_session_id_is_the_hyphenated_uuid_answers_give() -> None:
+    given = "7C4E3A2B-1111-4222-8333-444455556666"
 
-    assert query_request({"question": "q", "session_id": given}).session_id == (
-        "7c4e3a2b-1111-4222-8333-444455556666"
-    )
+    assert query_request({"question": "q", "session_id": given}).session_id == given.lower()
+    for other_spelling in [f"{{{given}}}", given.replace("-", ""), f"urn:uuid:{given}"]:
+        with pytest.raises(ValidationError):
+            query_request({"question": "q", "session_id": other_spelling})
 
 
 def test_a_malformed_session_id_is_refused_before_routing(

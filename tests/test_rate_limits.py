@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, cast
 
 import httpx
@@ -23,6 +22,7 @@ from flywheel.ratelimit import RateLimiter
 from flywheel.redis_cache import RedisCache
 from flywheel.services import api_key_create, api_key_set_rate_limit
 from routing.recording import drain
+from routing.service import RECORDED_REFUSALS
 from tests.routing_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,6 +74,21 @@ def test_a_key_over_its_limit_gets_429_and_one_rejected_decision(
     assert (rejected.error_type, rejected.question) == ("RateLimitError", REVIEW)
     assert (rejected.tenant_id, str(rejected.request_id)) == (tenant.pk, details["request_id"])
     assert RoutingDecision.objects.count() == 4
+
+
+def test_a_flood_over_the_limit_records_only_the_first_refusals(
+    world: World, tenant: Tenant
+) -> None:
+    client = _client(_key(tenant, "1/minute"))
+    _query(client)
+
+    refused = [_query(client) for _ in range(RECORDED_REFUSALS + 5)]
+
+    assert {r.status_code for r in refused} == {429}
+    drain()
+    assert RoutingDecision.objects.filter(outcome="rejected").count() == RECORDED_REFUSALS
+    assert all("request_id" in r.json()["error"]["details"] for r in refused[:RECORDED_REFUSALS])
+    assert all("request_id" not in r.json()["error"]["details"] for r in refused[-5:])
 
 
 def test_a_refused_query_with_a_bad_body_is_recorded_without_its_question(
@@ -169,24 +184,35 @@ def test_a_changed_limit_applies_at_once(tenant: Tenant) -> None:
 
 @override_settings(AUTH_FAILURE_LIMIT=(3, 60))
 @pytest.mark.parametrize(("method", "path"), [("get", "/api/v1/whoami"), ("post", "/api/v1/route")])
-def test_an_address_that_fails_too_often_is_refused_even_with_a_good_key(
+def test_an_address_that_fails_too_often_may_not_look_up_more_keys(
     world: World, tenant: Tenant, method: str, path: str
 ) -> None:
-    good = _key(tenant)
+    in_use, idle = _key(tenant), _key(tenant)
     payload = {"question": REVIEW}
 
     def call(raw_key: str, address: str = "127.0.0.1") -> Any:
         return getattr(_client(raw_key, address), method)(path, payload, format="json")
 
+    assert call(in_use, address="10.1.2.3").status_code == 200  # now remembered
     failures = [call(f"fw_00000000_wrong{i}").status_code for i in range(3)]
     blocked_wrong = call("fw_00000000_wrong9")
-    blocked_good = call(good)
-    elsewhere = call(good, address="10.1.2.3")
+    blocked_idle = call(idle)  # a key not in use must be looked up: refused too
+    shared_address = call(in_use)  # a key in use passes, whoever shares the address
+    elsewhere = call(idle, address="10.1.2.4")
 
     assert failures == [401, 401, 401]
     _assert_rate_limited(blocked_wrong)
-    _assert_rate_limited(blocked_good)
+    _assert_rate_limited(blocked_idle)
+    assert shared_address.status_code == 200
     assert elsewhere.status_code == 200
+
+
+def test_an_ipv6_client_counts_as_its_slash_64() -> None:
+    first = ratelimit.client_address({"REMOTE_ADDR": "2001:db8:1:2::1"})
+    second = ratelimit.client_address({"REMOTE_ADDR": "2001:db8:1:2:ffff::9"})
+
+    assert first == second == "2001:db8:1:2::/64"
+    assert ratelimit.client_address({"REMOTE_ADDR": "192.0.2.7"}) == "192.0.2.7"
 
 
 @override_settings(AUTH_FAILURE_LIMIT=(1, 60))
@@ -238,7 +264,7 @@ def test_a_limiter_keeps_failing_open_and_warns_once_per_interval(
 
     with caplog.at_level(logging.WARNING, logger="flywheel.ratelimit"):
         for _ in range(5):
-            limiter.admit(address="127.0.0.1", key_id=1, rate=(1, 60))
+            limiter.admit(key_id=1, rate=(1, 60))
             limiter.note_failure(address="127.0.0.1")
             limiter.admit_address(address="127.0.0.1")
 
@@ -246,8 +272,9 @@ def test_a_limiter_keeps_failing_open_and_warns_once_per_interval(
 
 
 def _second_process() -> RateLimiter:
-    """A limiter on a cache client of its own, as another worker process has."""
-    return RateLimiter(caches.create_connection("default"))
+    """A limiter on a cache client of its own, as another worker process has, its clock
+    fixed mid-window so that no count straddles a window's edge."""
+    return RateLimiter(caches.create_connection("default"), clock=lambda: 999_999_990.0)
 
 
 def test_two_processes_share_one_count() -> None:
@@ -255,13 +282,13 @@ def test_two_processes_share_one_count() -> None:
     assert first.cache is not second.cache
 
     for limiter in (first, second, first, second):
-        limiter.admit(address="127.0.0.1", key_id=7, rate=(4, 60))
+        limiter.admit(key_id=7, rate=(4, 60))
 
     with pytest.raises(RateLimitError):
-        second.admit(address="127.0.0.1", key_id=7, rate=(4, 60))
+        second.admit(key_id=7, rate=(4, 60))
     with pytest.raises(RateLimitError):
-        first.admit(address="127.0.0.1", key_id=7, rate=(4, 60))
-    second.admit(address="127.0.0.1", key_id=8, rate=(4, 60))  # another key has its own count
+        first.admit(key_id=7, rate=(4, 60))
+    second.admit(key_id=8, rate=(4, 60))  # another key has its own count
 
 
 @override_settings(AUTH_FAILURE_LIMIT=(2, 60))
@@ -277,32 +304,34 @@ def test_two_processes_share_an_address_failures() -> None:
 
 
 def test_a_new_window_starts_a_new_count() -> None:
-    limiter = _second_process()
-    limiter.admit(address="127.0.0.1", key_id=9, rate=(1, 1))
+    now = [999_999_980.5]  # 20.5 s into a minute's window: 39.5 s before it ends
+    limiter = RateLimiter(caches.create_connection("default"), clock=lambda: now[0])
+    limiter.admit(key_id=9, rate=(1, 60))
     with pytest.raises(RateLimitError) as refused:
-        limiter.admit(address="127.0.0.1", key_id=9, rate=(1, 1))
+        limiter.admit(key_id=9, rate=(1, 60))
 
-    time.sleep(1.0 - time.time() % 1.0 + 0.01)  # into the next one-second window
+    now[0] += 40  # into the next window
 
-    assert refused.value.retry_after == 1
-    limiter.admit(address="127.0.0.1", key_id=9, rate=(1, 1))
+    assert refused.value.retry_after == 40  # the time left, rounded up
+    assert refused.value.excess == 1
+    limiter.admit(key_id=9, rate=(1, 60))
 
 
 def test_a_file_cache_counts_too(tmp_path: Any) -> None:
     limiter = RateLimiter(FileBasedCache(str(tmp_path), {}))
 
-    limiter.admit(address="127.0.0.1", key_id=1, rate=(2, 60))
-    limiter.admit(address="127.0.0.1", key_id=1, rate=(2, 60))
+    limiter.admit(key_id=1, rate=(2, 60))
+    limiter.admit(key_id=1, rate=(2, 60))
 
     with pytest.raises(RateLimitError):
-        limiter.admit(address="127.0.0.1", key_id=1, rate=(2, 60))
+        limiter.admit(key_id=1, rate=(2, 60))
 
 
 def test_a_redis_that_lost_the_script_is_given_it_again() -> None:
     limiter = _second_process()
     limiter._counts._sha = "0" * 40  # type: ignore[union-attr]  # as after a Redis restart
 
-    limiter.admit(address="127.0.0.1", key_id=3, rate=(1, 60))
+    limiter.admit(key_id=3, rate=(1, 60))
 
     with pytest.raises(RateLimitError):
-        limiter.admit(address="127.0.0.1", key_id=3, rate=(1, 60))
+        limiter.admit(key_id=3, rate=(1, 60))

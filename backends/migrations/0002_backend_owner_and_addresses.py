@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='backend',
             name='api_key',
-            field=models.CharField(blank=True, max_length=500, validators=[django.core.validators.RegexValidator('^[\\x20-\\x7e]*$', 'An API key may hold only printable ASCII characters (no line breaks or control characters).', code='api_key_characters')]),
+            field=models.CharField(blank=True, max_length=500, validators=[django.core.validators.RegexValidator('\\A[\\x20-\\x7e]*\\Z', 'An API key may hold only printable ASCII characters (no line breaks or control characters).', code='api_key_characters')]),
         ),
         migrations.AlterField(
             model_name='backend',

@@ -6,11 +6,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from backends.management.owner import add_owner_arguments, owner
 from backends.models import BackendKind
 from backends.selectors import backend_find
 from backends.services import backend_create, backend_update
 from flywheel.errors import ApplicationError
-from flywheel.models import Tenant
 
 
 class Command(BaseCommand):
@@ -28,11 +28,7 @@ class Command(BaseCommand):
             "--api-key", default="", help="The backend's API key (stored, never shown)."
         )
         parser.add_argument("--timeout", type=float, default=None, help="Run timeout, seconds.")
-        parser.add_argument(
-            "--tenant",
-            metavar="SLUG",
-            help="The tenant that owns the backend (default: shared with every tenant).",
-        )
+        add_owner_arguments(parser)
         parser.add_argument(
             "--update",
             action="store_true",
@@ -40,7 +36,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        tenant = _tenant(options["tenant"])
+        tenant = owner(options["tenant"])
         fields: dict[str, Any] = {"kind": options["kind"], "base_url": options["url"]}
         if options["api_key"]:
             fields["api_key"] = options["api_key"]
@@ -64,12 +60,3 @@ class Command(BaseCommand):
         except ApplicationError as err:
             raise CommandError(f"{err.message} {err.details.get('fields', '')}") from err
         self.stdout.write(str(backend.pk))
-
-
-def _tenant(slug: str | None) -> Tenant | None:
-    if slug is None:
-        return None
-    tenant = Tenant.objects.filter(slug=slug).first()
-    if tenant is None:
-        raise CommandError(f"No tenant with slug {slug!r}.")
-    return tenant

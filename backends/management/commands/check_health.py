@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
 from backends.adapters import run_sync
 from backends.errors import BackendError
-from backends.models import Backend
+from backends.management.owner import add_owner_arguments, chosen_backends
 from backends.services import ahealth_check_all
 
 
@@ -17,13 +17,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--backend", help="Only this backend (by name).")
+        add_owner_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        backends = Backend.objects.filter(enabled=True)
-        if options["backend"]:
-            backends = Backend.objects.filter(name__iexact=options["backend"])
-            if not backends:
-                raise CommandError(f"No backend named {options['backend']!r}.")
+        backends = chosen_backends(options)
         outcomes = run_sync(ahealth_check_all, list(backends))
         self.stdout.write(f"{'backend':<24} {'status':<10} {'latency ms':>10}  error")
         failures = 0

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from backends.adapters import run_sync
 from backends.errors import BackendError
-from backends.models import Backend
+from backends.management.owner import add_owner_arguments, chosen_backends
 from chatflows.services import adiscover_all
 
 
@@ -17,13 +17,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--backend", help="Only this backend (by name).")
+        add_owner_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        backends = list(Backend.objects.filter(enabled=True))
-        if options["backend"]:
-            backends = list(Backend.objects.filter(name__iexact=options["backend"]))
-            if not backends:
-                raise CommandError(f"No backend named {options['backend']!r}.")
+        backends = chosen_backends(options)
         failed = 0
         for backend in backends:
             self.stdout.write(f"{backend.name}: discovering…")
