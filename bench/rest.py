@@ -264,7 +264,7 @@ def main() -> None:
         server = serve(port, 1)
         try:
             wait_for(f"http://127.0.0.1:{port}/healthz")
-            print("Rate limiter, 1 uvicorn worker (FLYWHEEL_AUTH_FAILURE_LIMIT=off):")
+            print("Rate limiter, 1 uvicorn worker:")
             asyncio.run(limiter_cost(port, key, unlimited_key))
         finally:
             server.terminate()
