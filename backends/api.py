@@ -85,6 +85,10 @@ _JSON_TYPES: tuple[tuple[type[serializers.Field], tuple[type, ...], str], ...] =
 def _type_problem(field: serializers.Field, value: Any) -> str | None:
     if value is None:
         return None  # the field's own allow_null decides
+    max_length = getattr(field, "max_length", None)
+    if isinstance(value, str) and max_length is not None and len(value) > max_length:
+        # As sent, before trimming: the schema's maxLength counts what the client sends.
+        return f"Ensure this field has no more than {max_length} characters."
     for kind, types, name in _JSON_TYPES:
         if isinstance(field, kind):
             numeric = kind is not serializers.BooleanField

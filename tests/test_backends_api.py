@@ -288,6 +288,8 @@ def test_ids_that_are_not_ours_are_a_404_in_the_error_shape(
         ({"id": 99}, "id"),
         ({"has_api_key": True}, "has_api_key"),
         ({"shared": True}, "shared"),
+        # maxLength counts what is sent, before the key's whitespace is trimmed.
+        ({"api_key": "\n" + "k" * 500}, "api_key"),
         # International names go in their xn-- form.
         ({"base_url": "http://fw.test/\u00afn"}, "base_url"),
     ],
