@@ -92,6 +92,18 @@ def describe(response: Response) -> str:
     return f"HTTP {response.status_code}, {details['content_type']}, {size}"
 
 
+def unreadable(server: str, backend: str, what: str, response: Response) -> BackendUnexpectedError:
+    """The error for a reply of ``server`` (e.g. "Flowise") that is not the ``what`` asked
+    for, described in Flywheel's words (never its body)."""
+    return BackendUnexpectedError(
+        f"{server} backend {backend!r} answered with a {what} Flywheel cannot read "
+        f"({describe(response)}).",
+        backend=backend,
+        http_status=response.status_code,
+        details=reply_details(response),
+    )
+
+
 def json_body(response: Response, backend: str) -> Any:
     """Decode a JSON body or raise BackendUnexpectedError saying what came instead."""
     try:

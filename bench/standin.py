@@ -13,15 +13,20 @@ from typing import Any
 DELAY = 0.0
 
 
-async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] != "http":
-        return
+async def read_body(receive: Any) -> bytes:
+    """The whole request body of an ASGI HTTP request."""
     body = b""
     while True:
         message = await receive()
         body += message.get("body", b"")
         if not message.get("more_body"):
-            break
+            return body
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    body = await read_body(receive)
     if scope["path"] == "/api/v1/ping":
         payload, content_type = b"pong", b"text/html"
     else:

@@ -34,8 +34,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +42,11 @@ from urllib.parse import urlsplit, urlunsplit
 import schemathesis
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script, and loaded by schemathesis as its hooks
+
+from bench.common import free_port, wait_for  # noqa: E402
+from bench.standin import read_body  # noqa: E402
+
 STANDIN = "fuzz-standin"
 MAX_EXAMPLES = 20
 MAX_SECONDS = 150
@@ -178,12 +181,7 @@ async def standin(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Flowise's ping, chatflow list and prediction API, answered at once."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await read_body(receive)
     path = scope["path"]
     if path == "/api/v1/ping":
         await _reply(send, 200, "text/html", b"pong")
@@ -272,21 +270,6 @@ KEY_LIMIT = """
 from flywheel.models import ApiKey
 ApiKey.objects.filter(name="fuzz").update(rate_limit="100000/minute")
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(url: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1):  # noqa: S310
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
 
 
 @contextlib.contextmanager

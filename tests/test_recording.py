@@ -237,7 +237,6 @@ def test_a_backend_deleted_while_its_query_ran_leaves_rows_as_its_delete_rules_s
     world: World,
 ) -> None:
     """Its performance records cascade away; decisions and turns keep, without the link."""
-    from routing.batch_sql import decisions_insert
 
     tenant = Tenant.objects.get(slug="default")
     attempts = (
@@ -258,13 +257,7 @@ def test_a_backend_deleted_while_its_query_ran_leaves_rows_as_its_delete_rules_s
 
     by_sql, by_orm = answered(), answered()
     Backend.objects.filter(pk=world.fw.pk).delete()  # its flows go with it
-    with transaction.atomic():
-        decisions_insert([by_sql])
-    with transaction.atomic():
-        recording._orm_insert([by_orm])
-
-    sql_rows = _stored([by_sql.request_id])
-    orm_rows = _stored([by_orm.request_id])
+    sql_rows, orm_rows = _stored_both_ways(by_sql, by_orm)
     for rows in (sql_rows, orm_rows):
         (row,) = rows
         assert (row["decision"]["backend_id"], row["decision"]["flow_id"]) == (None, None)
@@ -273,6 +266,20 @@ def test_a_backend_deleted_while_its_query_ran_leaves_rows_as_its_delete_rules_s
         row["decision"].pop("request_id")
         row["decision"].pop("session_id")
     assert sql_rows == orm_rows
+
+
+def _stored_both_ways(
+    by_sql: DecisionData, by_orm: DecisionData
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Write one decision with PostgreSQL's batch statement and one with the ORM writer;
+    return the rows each left."""
+    from routing.batch_sql import decisions_insert
+
+    with transaction.atomic():
+        decisions_insert([by_sql])
+    with transaction.atomic():
+        recording._orm_insert([by_orm])
+    return _stored([by_sql.request_id]), _stored([by_orm.request_id])
 
 
 def _unstorable(world: World, tenant: Tenant, session: uuid.UUID | None = None) -> DecisionData:
@@ -296,18 +303,11 @@ def _unstorable(world: World, tenant: Tenant, session: uuid.UUID | None = None) 
 def test_text_postgresql_cannot_hold_is_stored_with_replacement_characters(
     world: World,
 ) -> None:
-    from routing.batch_sql import decisions_insert
 
     tenant = Tenant.objects.get(slug="default")
     by_sql, by_orm = _unstorable(world, tenant), _unstorable(world, tenant)
 
-    with transaction.atomic():
-        decisions_insert([by_sql])
-    with transaction.atomic():
-        recording._orm_insert([by_orm])
-
-    sql_rows = _stored([by_sql.request_id])
-    orm_rows = _stored([by_orm.request_id])
+    sql_rows, orm_rows = _stored_both_ways(by_sql, by_orm)
     for rows in (sql_rows, orm_rows):
         (row,) = rows
         assert row["decision"]["evidence"] == {"intent": ["x\ufffd"], "k\ufffd": 1}

@@ -32,7 +32,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import describe, json_body, ms_since, reply_details
+from backends.http import describe, json_body, ms_since, reply_details, unreadable
 from backends.transport import Response
 
 PAGE_SIZE = 100
@@ -180,7 +180,7 @@ class FlowiseBackend(FlowBackend):
                 records.extend(body)
                 break
             if not isinstance(body, dict):
-                raise _unreadable(self.config.name, "flow list", response)
+                raise unreadable("Flowise", self.config.name, "flow list", response)
             chunk = body.get("data") or []
             records.extend(chunk)
             if not chunk or len(records) >= _int(body.get("total")):
@@ -189,7 +189,7 @@ class FlowiseBackend(FlowBackend):
         try:
             return [_discovered(record) for record in records]
         except (KeyError, TypeError) as err:
-            raise _unreadable(self.config.name, "flow list", response) from err
+            raise unreadable("Flowise", self.config.name, "flow list", response) from err
 
     # --- running flows ---------------------------------------------------------
 
@@ -235,7 +235,7 @@ class FlowiseBackend(FlowBackend):
                 await response.aread()
                 data = _json_or_not_found(response, self.config.name)
                 if not isinstance(data, dict):
-                    raise _unreadable(self.config.name, "answer", response)
+                    raise unreadable("Flowise", self.config.name, "answer", response)
                 text = str(data.get("text", ""))
                 yield StreamEvent("chunk", text)
                 yield StreamEvent("end", text, str(data.get("sessionId") or ""))
@@ -319,16 +319,6 @@ def _int(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def _unreadable(backend: str, what: str, response: Response) -> BackendUnexpectedError:
-    return BackendUnexpectedError(
-        f"Flowise backend {backend!r} answered with a {what} Flywheel cannot read "
-        f"({describe(response)}).",
-        backend=backend,
-        http_status=response.status_code,
-        details=reply_details(response),
-    )
 
 
 def map_stream_error(message: str, backend: str) -> BackendError:

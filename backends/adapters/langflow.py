@@ -31,7 +31,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import describe, json_body, ms_since, reply_details
+from backends.http import describe, json_body, ms_since, unreadable
 from backends.transport import Response
 
 PAGE_SIZE = 100  # Langflow's maximum page size
@@ -187,7 +187,7 @@ class LangflowBackend(FlowBackend):
                 flows.extend(_discovered(item) for item in items if not item.get("is_component"))
                 last = page >= int(body.get("pages") or 0) or not items
             except (AttributeError, KeyError, TypeError, ValueError) as err:
-                raise _unreadable(self.config.name, "flow list", response) from err
+                raise unreadable("Langflow", self.config.name, "flow list", response) from err
             if last:
                 break
             page += 1
@@ -212,7 +212,7 @@ class LangflowBackend(FlowBackend):
         )
         data = json_body(response, self.config.name)
         if not isinstance(data, dict):
-            raise _unreadable(self.config.name, "answer", response)
+            raise unreadable("Langflow", self.config.name, "answer", response)
         return ExecutionResult(
             text=answer_text(data),
             session_id=str(data.get("session_id") or ""),
@@ -291,16 +291,6 @@ class LangflowBackend(FlowBackend):
 
     async def delete_flow(self, flow_id: str) -> None:
         await self.http.request("DELETE", f"/api/v1/flows/{flow_id}", retry=False)
-
-
-def _unreadable(backend: str, what: str, response: Response) -> BackendUnexpectedError:
-    return BackendUnexpectedError(
-        f"Langflow backend {backend!r} answered with a {what} Flywheel cannot read "
-        f"({describe(response)}).",
-        backend=backend,
-        http_status=response.status_code,
-        details=reply_details(response),
-    )
 
 
 def _stream_error(text: str, backend: str) -> BackendError:
