@@ -3,6 +3,9 @@
 Staff are trusted: a backend saved here may reach private addresses unless
 the box is cleared. Its owner is set once, when it is created: nothing here
 moves a backend (or its key) from one owner to another.
+
+Discovering a backend's flows is chatflows' business: chatflows/admin.py
+registers a subclass of BackendAdmin that adds that action.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from django.http import HttpRequest
 
 from backends.addresses import url_problem
 from backends.models import Backend, BackendHealth, HealthCheck
-from backends.services import backends_discover_now, backends_health_check_now
+from backends.services import backends_health_check_now
 from flywheel.admin_base import ReadOnlyAdmin
 from flywheel.errors import ApplicationError, RateLimitError
 
@@ -101,7 +104,7 @@ class BackendAdmin(admin.ModelAdmin):
     search_fields = ["name", "base_url"]
     list_select_related = ["health", "tenant"]
     inlines = [BackendHealthInline]
-    actions = ["check_health_now", "discover_flows_now"]
+    actions = ["check_health_now"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # The owner is chosen once: changing it would hand the backend, and its key, over.
@@ -123,20 +126,6 @@ class BackendAdmin(admin.ModelAdmin):
                 level = messages.SUCCESS if outcome.ok else messages.WARNING
                 state = "healthy" if outcome.ok else f"unhealthy: {outcome.error}"
                 self.message_user(request, f"{outcome.backend}: {state}", level)
-
-    @admin.action(description="Discover flows of selected backends now")
-    def discover_flows_now(self, request: HttpRequest, queryset: QuerySet[Backend]) -> None:
-        backends = list(queryset)
-        for backend, report in zip(backends, backends_discover_now(backends=backends), strict=True):
-            if isinstance(report, ApplicationError):
-                self._report_error(request, backend, report)
-            else:
-                self.message_user(
-                    request,
-                    f"{report.backend}: {report.added} added, {report.updated} updated, "
-                    f"{report.removed} removed",
-                    messages.SUCCESS,
-                )
 
     @admin.display(description="API key")
     def api_key_state(self, obj: Backend) -> str:

@@ -1,7 +1,8 @@
-"""REST doors for backends: CRUD, health check and discovery on demand.
+"""REST doors for backends: CRUD and health check on demand.
 
 A tenant sees its own backends whole (the API key excepted: write-only) and
-of a shared backend only its id, name, kind and health state.
+of a shared backend only its id, name, kind and health state. Discovery on
+demand, POST /api/v1/backends/{id}/discover, is served by chatflows/api.py.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from backends.services import (
     backend_create,
     backend_delete,
     backend_update,
-    backends_discover_now,
     backends_health_check_now,
 )
 from flywheel.authentication import request_api_key
@@ -192,15 +192,6 @@ class HealthOutcomeSerializer(serializers.Serializer):
     in_cooldown = serializers.BooleanField()
 
 
-class DiscoveryReportSerializer(serializers.Serializer):
-    backend = serializers.CharField()
-    added = serializers.IntegerField()
-    updated = serializers.IntegerField()
-    removed = serializers.IntegerField()
-    unchanged = serializers.IntegerField()
-    total = serializers.IntegerField()
-
-
 def _editable(request: Request, backend: Backend) -> Backend:
     if backend.tenant_id is None:
         raise PermissionDeniedError(
@@ -209,7 +200,7 @@ def _editable(request: Request, backend: Backend) -> Backend:
     return backend
 
 
-def _only(results: list[Any]) -> Any:
+def only_result(results: list[Any]) -> Any:
     """The one slot of an on-demand run, raising the error that stopped it."""
     (result,) = results
     if isinstance(result, ApplicationError):
@@ -266,20 +257,9 @@ class BackendViewSet(viewsets.ViewSet):
     @action(detail=True, methods=["post"], url_path="health-check")
     def health_check(self, request: Request, pk: str) -> Response:
         """Probe one of the caller's own backends now (at most once per 10 s)."""
-        outcome = _only(
+        outcome = only_result(
             backends_health_check_now(
                 backends=[self._backend(request, pk)], tenant=request_api_key(request).tenant
             )
         )
         return Response(HealthOutcomeSerializer(outcome).data)
-
-    @extend_schema(request=None, responses=DiscoveryReportSerializer)
-    @action(detail=True, methods=["post"])
-    def discover(self, request: Request, pk: str) -> Response:
-        """Discover the flows of one of the caller's own backends now (at most once per 30 s)."""
-        report = _only(
-            backends_discover_now(
-                backends=[self._backend(request, pk)], tenant=request_api_key(request).tenant
-            )
-        )
-        return Response(DiscoveryReportSerializer(report).data)

@@ -8,6 +8,9 @@ backend answers one on-demand probe per HEALTH_CHECK_SECONDS and one
 discovery per DISCOVERY_SECONDS, counted across every process in the shared
 cache. Staff (the admin) may act on any backend, within the same limits;
 management commands are operators' tools and are not limited.
+
+``on_demand_run`` is the one way a door runs an operation on demand, whichever
+app owns the operation (health here, discovery in chatflows).
 """
 
 from __future__ import annotations
@@ -15,11 +18,17 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
+from backends.adapters import run_sync
+from backends.errors import BackendError
 from backends.models import Backend
 from flywheel.cache import shared_cache
-from flywheel.errors import PermissionDeniedError, RateLimitError
+from flywheel.errors import ApplicationError, PermissionDeniedError, RateLimitError
 from flywheel.models import Tenant
+
+T = TypeVar("T")
 
 HEALTH_CHECK = "health-check"
 DISCOVERY = "discover"
@@ -54,6 +63,32 @@ def on_demand_admit(*, backend: Backend, tenant: Tenant | None, operation: str) 
             retry_after=wait,
             details={"id": backend.pk, "operation": operation},
         )
+
+
+def on_demand_run(
+    *,
+    backends: Sequence[Backend],
+    tenant: Tenant | None,
+    operation: str,
+    run: Callable[[list[Backend]], Awaitable[list[T | BackendError]]],
+) -> list[T | ApplicationError]:
+    """Run ``operation`` now on the ``backends`` admitted (on_demand_admit), in one ``run``.
+
+    Returns one slot per backend, in order: what ``run`` gave for it, or the
+    PermissionDeniedError or RateLimitError that kept it out.
+    """
+    slots: list[ApplicationError | None] = []
+    admitted: list[Backend] = []
+    for backend in backends:
+        try:
+            on_demand_admit(backend=backend, tenant=tenant, operation=operation)
+        except ApplicationError as err:
+            slots.append(err)
+            continue
+        slots.append(None)
+        admitted.append(backend)
+    results = iter(run_sync(run, admitted) if admitted else [])
+    return [next(results) if slot is None else slot for slot in slots]
 
 
 def _claim(key: str, seconds: int) -> int:

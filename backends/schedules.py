@@ -7,7 +7,7 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 # name -> (task, every N seconds)
 DEFAULT_SCHEDULES = {
     "Check backend health": ("backends.check_health", 30),
-    "Discover flows": ("backends.discover_flows", 60),
+    "Discover flows": ("chatflows.discover_flows", 60),
     "Share backend performance": ("routing.publish_performance", 300),
 }
 

@@ -20,12 +20,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from backends import snapshot
-from backends.adapters import get_adapter, run_sync
+from backends.adapters import get_adapter
 from backends.adapters.base import BackendConfig, HealthResult
 from backends.addresses import url_problem
 from backends.errors import BackendError
 from backends.models import Backend, BackendHealth, HealthCheck
-from backends.on_demand import DISCOVERY, HEALTH_CHECK, on_demand_admit
+from backends.on_demand import HEALTH_CHECK, on_demand_run
+from backends.policy import health_policy
 from flywheel.errors import ApplicationError, ConflictError, ValidationError
 from flywheel.models import Tenant
 
@@ -171,13 +172,11 @@ class HealthOutcome:
 def health_record(*, backend: Backend, result: HealthResult) -> HealthOutcome:
     """Store one probe: a HealthCheck row plus the backend's current health.
 
-    After ``cooldown_failures`` consecutive failures (policy) the backend is put
+    After ``cooldown_failures`` consecutive failures (health_policy) the backend is put
     in cooldown, extended while it keeps failing; a good probe once the
     cooldown has passed closes it.
     """
-    from routing.services import routing_policy_get
-
-    policy = routing_policy_get()
+    policy = health_policy()
     now = timezone.now()
     HealthCheck.objects.create(
         backend=backend, ok=result.ok, latency_ms=result.latency_ms, error=result.error
@@ -265,34 +264,6 @@ def backends_health_check_now(
     Each slot holds the outcome or the error that stopped it:
     PermissionDeniedError or RateLimitError (backends/on_demand.py), or a BackendError.
     """
-    return _on_demand(backends, tenant, HEALTH_CHECK, ahealth_check_all)
-
-
-def backends_discover_now(
-    *, backends: Sequence[Backend], tenant: Tenant | None = None
-) -> list[Any]:
-    """Discover backends' flows now for a person; slots as in backends_health_check_now,
-    holding a chatflows DiscoveryReport or an ApplicationError."""
-    from chatflows.services import adiscover_all  # chatflows builds on backends
-
-    return _on_demand(backends, tenant, DISCOVERY, adiscover_all)
-
-
-def _on_demand(
-    backends: Sequence[Backend],
-    tenant: Tenant | None,
-    operation: str,
-    run: Callable[[list[Backend]], Awaitable[list[T | BackendError]]],
-) -> list[T | ApplicationError]:
-    slots: list[ApplicationError | None] = []
-    admitted: list[Backend] = []
-    for backend in backends:
-        try:
-            on_demand_admit(backend=backend, tenant=tenant, operation=operation)
-        except ApplicationError as err:
-            slots.append(err)
-            continue
-        slots.append(None)
-        admitted.append(backend)
-    results = iter(run_sync(run, admitted) if admitted else [])
-    return [next(results) if slot is None else slot for slot in slots]
+    return on_demand_run(
+        backends=backends, tenant=tenant, operation=HEALTH_CHECK, run=ahealth_check_all
+    )

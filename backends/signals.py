@@ -1,4 +1,8 @@
-"""Drop the cached routing snapshot when an admin (or anyone) changes what it holds."""
+"""Drop the cached health when an admin (or anyone) changes what it holds.
+
+The flows snapshot is dropped by chatflows/signals.py, which also listens to
+Backend: one layer down knows nothing of flows.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,9 @@ from django.dispatch import receiver
 
 from backends import snapshot
 from backends.models import Backend, BackendHealth
-from chatflows.models import Flow
 
 
 @receiver([post_save, post_delete], sender=Backend)
 @receiver([post_save, post_delete], sender=BackendHealth)
-@receiver([post_save, post_delete], sender=Flow)
-def _routing_state_changed(sender: type, **kwargs: Any) -> None:
+def _health_state_changed(sender: type, **kwargs: Any) -> None:
     snapshot.invalidate()

@@ -1,28 +1,21 @@
-"""The routing state that background tasks publish and the hot path reads.
+"""Backend health as the hot path reads it, published to the shared cache.
 
-Health and the routable flows live in the shared cache (Redis in real
-deployments), written by the health and discovery services after each run
-and read by routing without any HTTP call. The database stays the source of
-truth: a cold or evicted cache is filled from it once, by the first reader.
-Admin edits to backends, flows or health drop the cached copy (see signals).
+The health service writes it after each probe and routing reads it without
+any HTTP call. The database stays the source of truth: a cold or evicted
+cache is filled from it once, by the first reader. Edits to backends or their
+health drop the cached copy (backends/signals.py). The routable flows have a
+snapshot of their own, one layer up (chatflows/snapshot.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from backends.models import Backend, BackendHealth
+from backends.models import BackendHealth
+from backends.policy import health_policy
 from flywheel.cache import shared_cache
 
 HEALTH_KEY = "flywheel:snapshot:health"
-FLOWS_KEY = "flywheel:snapshot:flows"
-
-
-def _policy_ttls() -> tuple[int, int]:
-    from routing.services import routing_policy_get
-
-    policy = routing_policy_get()
-    return policy.health_cache_ttl_seconds, policy.flow_cache_ttl_seconds
 
 
 def _health_snapshot() -> dict[int, dict[str, Any]]:
@@ -38,48 +31,9 @@ def _health_snapshot() -> dict[int, dict[str, Any]]:
     }
 
 
-def _flows_snapshot() -> dict[str, Any]:
-    from chatflows.models import Flow
-
-    backends = {
-        b.id: {
-            "id": b.id,
-            "name": b.name,
-            "kind": b.kind,
-            "weight": b.weight,
-            "tenant": b.tenant_id,
-            # Credentials stay out of the cache: a process loads them from the
-            # database, again whenever this version changes.
-            "version": b.updated_at.isoformat(),
-        }
-        for b in Backend.objects.filter(enabled=True)
-    }
-    flows = [
-        {
-            "id": f.id,
-            "backend": f.backend_id,
-            "external_id": f.external_id,
-            "name": f.name,
-            "flow_type": f.flow_type,
-            "endpoint_name": f.endpoint_name,
-            "intent_keywords": list(f.intent_keywords),
-            "scope": f.scope,
-            "is_generic": f.is_generic,
-        }
-        for f in Flow.objects.routable().order_by("backend_id", "id")
-    ]
-    return {"backends": backends, "flows": flows}
-
-
 def publish_health() -> dict[int, dict[str, Any]]:
     snapshot = _health_snapshot()
-    shared_cache().set(HEALTH_KEY, snapshot, timeout=_policy_ttls()[0])
-    return snapshot
-
-
-def publish_flows() -> dict[str, Any]:
-    snapshot = _flows_snapshot()
-    shared_cache().set(FLOWS_KEY, snapshot, timeout=_policy_ttls()[1])
+    shared_cache().set(HEALTH_KEY, snapshot, timeout=health_policy().health_cache_ttl_seconds)
     return snapshot
 
 
@@ -89,11 +43,6 @@ def read_health() -> dict[int, dict[str, Any]]:
     return publish_health() if snapshot is None else snapshot
 
 
-def read_flows() -> dict[str, Any]:
-    """Enabled backends and their routable flows; from the cache, else from the database."""
-    snapshot = shared_cache().get(FLOWS_KEY)
-    return publish_flows() if snapshot is None else snapshot
-
-
 def invalidate() -> None:
-    shared_cache().delete_many([HEALTH_KEY, FLOWS_KEY])
+    """Drop the cached health: the next reader fills it from the database."""
+    shared_cache().delete(HEALTH_KEY)

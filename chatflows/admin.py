@@ -1,13 +1,21 @@
-"""Admin for discovered flows. Keywords edited here survive later discoveries."""
+"""Admin for discovered flows, and the backends' "discover flows now" action.
+
+Keywords edited here survive later discoveries.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from backends.admin import BackendAdmin
+from backends.models import Backend
 from chatflows.models import Flow
+from chatflows.services import flows_discover_now
+from flywheel.errors import ApplicationError
 
 
 @admin.register(Flow)
@@ -59,3 +67,34 @@ class FlowAdmin(admin.ModelAdmin):
         if "intent_keywords" in form.changed_data:
             obj.keywords_edited = True
         super().save_model(request, obj, form, change)
+
+
+class BackendDiscoveryAdmin(BackendAdmin):
+    """The backends admin of backends/admin.py, plus discovering their flows now.
+
+    Discovery belongs to chatflows, which builds on backends: backends cannot
+    offer the action without importing upwards. Django keeps one ModelAdmin per
+    model, so this layer, which knows both, registers a subclass in the
+    original's place (importing backends.admin above guarantees the original is
+    registered first, whatever the order of INSTALLED_APPS).
+    """
+
+    actions = [*(BackendAdmin.actions or ()), "discover_flows_now"]
+
+    @admin.action(description="Discover flows of selected backends now")
+    def discover_flows_now(self, request: HttpRequest, queryset: QuerySet[Backend]) -> None:
+        backends = list(queryset)
+        for backend, report in zip(backends, flows_discover_now(backends=backends), strict=True):
+            if isinstance(report, ApplicationError):
+                self._report_error(request, backend, report)
+            else:
+                self.message_user(
+                    request,
+                    f"{report.backend}: {report.added} added, {report.updated} updated, "
+                    f"{report.removed} removed",
+                    messages.SUCCESS,
+                )
+
+
+admin.site.unregister(Backend)
+admin.site.register(Backend, BackendDiscoveryAdmin)

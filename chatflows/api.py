@@ -1,4 +1,4 @@
-"""REST door for discovered flows."""
+"""REST doors for discovered flows: listing them, and discovering a backend's now."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from backends.api import only_result
+from backends.models import Backend
+from backends.selectors import backend_get_for
 from chatflows.selectors import flows_visible_to
+from chatflows.services import flows_discover_now
 from flywheel.authentication import request_api_key
 
 
@@ -51,3 +55,28 @@ class FlowListView(APIView):
             intent=request.query_params.get("intent") or None,
         )
         return Response(FlowSerializer(flows, many=True).data)
+
+
+class DiscoveryReportSerializer(serializers.Serializer):
+    backend = serializers.CharField()
+    added = serializers.IntegerField()
+    updated = serializers.IntegerField()
+    removed = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+class BackendDiscoverView(APIView):
+    """POST /api/v1/backends/{id}/discover: under the backends' URLs, served here because
+    discovery is chatflows' (flywheel/urls.py wires it beside the backends router)."""
+
+    queryset = Backend.objects.none()  # only tells the schema generator the id's type
+
+    @extend_schema(request=None, responses=DiscoveryReportSerializer)
+    def post(self, request: Request, pk: str) -> Response:
+        """Discover the flows of one of the caller's own backends now (at most once per 30 s)."""
+        tenant = request_api_key(request).tenant
+        report = only_result(
+            flows_discover_now(backends=[backend_get_for(tenant, pk)], tenant=tenant)
+        )
+        return Response(DiscoveryReportSerializer(report).data)

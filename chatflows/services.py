@@ -1,24 +1,30 @@
-"""Flow discovery: keep Flow rows in step with what each backend really has."""
+"""Flow discovery: keep Flow rows in step with what each backend really has.
+
+Every door calls these: beat (chatflows/tasks.py), the ``discover_flows``
+command, the REST route POST /api/v1/backends/{id}/discover (chatflows/api.py)
+and the admin's "discover flows now" action (chatflows/admin.py).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from backends import snapshot
 from backends.adapters import get_adapter
 from backends.adapters.base import DiscoveredFlow
 from backends.errors import BackendError
 from backends.models import Backend
+from backends.on_demand import DISCOVERY, on_demand_run
 from backends.services import DEFAULT_CONCURRENCY, backend_config, gather_bounded
+from chatflows import snapshot
 from chatflows.models import Flow
-from routing.rules import flow_keywords
-
-_SYNCED_FIELDS = ("name", "flow_type", "deployed", "description", "endpoint_name")
+from chatflows.rows import flow_apply
+from flywheel.errors import ApplicationError
+from flywheel.models import Tenant
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,8 @@ def flows_sync(*, backend: Backend, discovered: Iterable[DiscoveredFlow]) -> Dis
     """Upsert the discovered flows of ``backend``; mark vanished ones removed.
 
     Flows are never deleted (decisions point at them). Intent keywords are
-    derived from name, description and endpoint name unless edited by hand.
+    derived from name, description and endpoint name (chatflows/keywords.py)
+    unless edited by hand.
     A flow that comes back after being removed is active again.
     """
     now = timezone.now()
@@ -52,20 +59,7 @@ def flows_sync(*, backend: Backend, discovered: Iterable[DiscoveredFlow]) -> Dis
         if flow is None:
             flow = Flow(backend=backend, external_id=item.external_id)
             added += 1
-        changed = flow.pk is None or flow.removed_at is not None
-        for field in _SYNCED_FIELDS:
-            if getattr(flow, field) != getattr(item, field):
-                setattr(flow, field, getattr(item, field))
-                changed = True
-        if not flow.keywords_edited:
-            keywords = flow_keywords(
-                name=flow.name, description=flow.description, endpoint_name=flow.endpoint_name
-            )
-            if keywords != flow.intent_keywords:
-                flow.intent_keywords = keywords
-                changed = True
-        flow.removed_at = None
-        flow.last_seen_at = now
+        changed = flow_apply(flow, item, now)
         if flow.pk is not None:
             updated += changed
             unchanged += not changed
@@ -93,3 +87,15 @@ async def adiscover_all(
     if backends is None:
         backends = [b async for b in Backend.objects.filter(enabled=True)]
     return await gather_bounded(list(backends), adiscover, concurrency)
+
+
+def flows_discover_now(
+    *, backends: Sequence[Backend], tenant: Tenant | None = None
+) -> list[DiscoveryReport | ApplicationError]:
+    """Discover backends' flows now for a person: REST (``tenant``, the caller's) or the
+    admin (None), within the on-demand limits (backends/on_demand.py).
+
+    Each slot holds the report or the error that stopped it: PermissionDeniedError,
+    RateLimitError or a BackendError.
+    """
+    return on_demand_run(backends=backends, tenant=tenant, operation=DISCOVERY, run=adiscover_all)

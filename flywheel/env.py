@@ -119,6 +119,16 @@ def as_networks(raw: str) -> list[str]:
     return networks
 
 
+def as_json_object(raw: str) -> dict[str, Any]:
+    """A JSON object, e.g. ``{"name": "chatOpenAI", "inputs": {"modelName": "gpt-4o-mini"}}``."""
+    import json
+
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object")
+    return value
+
+
 _RATE_PERIODS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 

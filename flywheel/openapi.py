@@ -74,6 +74,20 @@ QUERY_REQUEST = {
             },
         },
         "include_routing_metadata": {"type": "boolean", "default": True},
+        "flow": {
+            "oneOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$"},
+            ],
+            "nullable": True,
+            "description": "Run this flow (Flywheel's id, or its backend's): routing method "
+            "'explicit'; 404 if the key cannot see it, 400 if it is not deployed.",
+        },
+        "fallback": {
+            "type": "boolean",
+            "default": False,
+            "description": "With flow: if it fails, may other flows for the intent answer?",
+        },
     },
 }
 
@@ -187,19 +201,29 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def _operation(
-    operation_id: str, summary: str, response: dict[str, Any], body: dict[str, Any] | None
+def operation(
+    operation_id: str,
+    summary: str,
+    response: dict[str, Any],
+    body: dict[str, Any] | None,
+    *,
+    tag: str = "query",
+    status: int = 200,
 ) -> dict[str, Any]:
-    operation: dict[str, Any] = {
+    """An API-key operation of an async view, answering JSON (``body``: its request's)."""
+    built: dict[str, Any] = {
         "operationId": operation_id,
         "summary": summary,
-        "tags": ["query"],
+        "tags": [tag],
         "security": [{"ApiKey": []}],
-        "responses": {"200": {"description": "OK", **_json(response)}},
+        "responses": {str(status): {"description": "OK", **_json(response)}},
     }
     if body is not None:
-        operation["requestBody"] = {"required": True, **_json(body)}
-    return operation
+        built["requestBody"] = {"required": True, **_json(body)}
+    return built
+
+
+_operation = operation
 
 
 def add_async_endpoints(
@@ -319,6 +343,12 @@ STATUSES = {
     503: "The backend asked for is unavailable (unhealthy or in cooldown).",
     504: "A backend did not answer in time.",
 }
+CHATFLOW = "/api/v1/chatflows/{chatflow_id}"
+_SHARED = "The flow is on a shared backend: managed by an administrator."
+_BACKEND_CALL: dict[int, str | None] = {
+    502: "The backend failed or refused Flywheel's credentials.",
+    504: "The backend did not answer in time.",
+}
 # What the rules of _error_statuses cannot tell from the method and path, with what
 # the status means there when the general wording does not say it.
 EXTRA: dict[tuple[str, str], dict[int, str | None]] = {
@@ -350,6 +380,32 @@ EXTRA: dict[tuple[str, str], dict[int, str | None]] = {
         403: "Only the backend's owner (or staff) may discover its flows on demand.",
         429: "Too many requests, or too many discoveries of this backend: see Retry-After.",
         502: None,
+        504: None,
+    },
+    ("get", "/api/v1/chatflows"): {404: "No such backend for this tenant (?backend=)."},
+    ("post", "/api/v1/chatflows"): {
+        403: "The backend is shared: flows there are managed by an administrator.",
+        404: "No such backend for this tenant (?backend=).",
+        **_BACKEND_CALL,
+    },
+    ("post", "/api/v1/chatflows/generate"): {
+        400: "Not valid, no generator model configured, or the backend cannot generate.",
+        404: "No such backend for this tenant (?backend=).",
+        **_BACKEND_CALL,
+    },
+    ("get", CHATFLOW): {400: "Not a flow id.", **_BACKEND_CALL},
+    ("put", CHATFLOW): {403: _SHARED, **_BACKEND_CALL},
+    ("patch", CHATFLOW): {403: _SHARED, **_BACKEND_CALL},
+    ("delete", CHATFLOW): {400: "Not a flow id.", 403: _SHARED, **_BACKEND_CALL},
+    ("post", f"{CHATFLOW}/deploy"): {
+        400: "Not valid, or the backend's kind has no deployment (Langflow).",
+        403: _SHARED,
+        **_BACKEND_CALL,
+    },
+    ("post", f"{CHATFLOW}/predict"): {
+        400: "Not valid, or the chatflow is not deployed.",
+        502: "The flow failed (and, with fallback, every other one did too).",
+        503: None,
         504: None,
     },
 }

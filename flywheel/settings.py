@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
 from flywheel.env import (
     as_bool,
@@ -16,6 +17,7 @@ from flywheel.env import (
     as_choice,
     as_database,
     as_fraction,
+    as_json_object,
     as_list,
     as_networks,
     as_positive_float,
@@ -201,6 +203,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "flywheel.openapi.add_async_endpoints",
+        "chatflows.openapi.add_chatflow_endpoints",
         "flywheel.openapi.add_constraints",
         "flywheel.openapi.add_error_responses",
     ],
@@ -237,6 +240,12 @@ LLM_BASE_URL = read("LLM_BASE_URL", as_url, "")
 LLM_API_KEY = read("LLM_API_KEY", str, "")
 LLM_MODEL = read("LLM_MODEL", str, "gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = read("LLM_TIMEOUT_SECONDS", as_positive_float, 2.0)
+
+# The chat model Flowise's AgentFlow V2 generator uses (seed 003's generate_agentflow_v2):
+# Flowise's ``selectedChatModel``, e.g. {"name": "chatOpenAI", "inputs": {"modelName":
+# "gpt-4o-mini", "credential": "<a Flowise credential id>"}}. It is sent only to shared
+# Flowise backends. Unset: generation answers a ValidationError saying so.
+FLOWISE_GENERATOR_MODEL: dict[str, Any] = read("FLOWISE_GENERATOR_MODEL", as_json_object, {})
 
 # Seed 004: GLOBAL / LOCAL / HYBRID query-type routing, off by default. Below the
 # threshold the LLM decides when QUERY_ROUTING_USE_LLM is on and LLM_BASE_URL is

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from analytics.views import decision_trace
 from backends.api import BackendViewSet
-from chatflows.api import FlowListView
+from chatflows import chatflow_api
+from chatflows.api import BackendDiscoverView, FlowListView
 from flywheel import errors, views
 from routing import api as routing_api
 
@@ -20,7 +21,28 @@ router.register("backends", BackendViewSet, basename="backend")
 
 api_v1 = [
     *router.urls,
+    # Discovery is chatflows', under the backends' URLs. The router's patterns are
+    # anchored (^backends/{id}$, ^backends/{id}/health-check$), so none of them
+    # takes this path, whichever comes first.
+    re_path(
+        rf"^backends/(?P<pk>{BackendViewSet.lookup_value_regex})/discover$",
+        BackendDiscoverView.as_view(),
+        name="backend-discover",
+    ),
     path("flows", FlowListView.as_view(), name="flows"),
+    path("chatflows", chatflow_api.chatflows, name="chatflows"),
+    path("chatflows/generate", chatflow_api.chatflow_generate_view, name="chatflow-generate"),
+    path("chatflows/<str:chatflow_id>", chatflow_api.chatflow, name="chatflow"),
+    path(
+        "chatflows/<str:chatflow_id>/deploy",
+        chatflow_api.chatflow_deploy_view,
+        name="chatflow-deploy",
+    ),
+    path(
+        "chatflows/<str:chatflow_id>/predict",
+        routing_api.chatflow_predict,
+        name="chatflow-predict",
+    ),
     path("query", routing_api.query, name="query"),
     path("route", routing_api.route, name="route"),
     path("sessions/<uuid:session_id>", routing_api.SessionView.as_view(), name="session"),

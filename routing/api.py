@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 
 from analytics.models import Outcome, RoutingDecision
 from analytics.selectors import decision_get, decisions_for
+from chatflows.chatflow_api import body_of
 from flywheel.asyncapi import async_api, json_body
 from flywheel.asyncdb import db
 from flywheel.authentication import request_api_key
@@ -29,7 +30,13 @@ from flywheel.errors import NotFoundError, ValidationError
 from flywheel.models import ApiKey
 from routing import querytype_service
 from routing.requests import query_request, query_type_request
-from routing.service import answer_question, query_refused, route_question, stream_answer
+from routing.service import (
+    answer_question,
+    query_refused,
+    route_question,
+    run_flow,
+    stream_answer,
+)
 from routing.sessions import session_get
 
 
@@ -75,6 +82,28 @@ async def route(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     query_req = query_request(json_body(request))
     tenant = api_key.tenant  # loaded with the key
     return JsonResponse(await route_question(query_req, tenant=tenant))
+
+
+PREDICT_FIELDS = {"question", "session_id", "fallback", "include_routing_metadata"}
+
+
+@async_api("POST")
+async def chatflow_predict(
+    request: HttpRequest, api_key: ApiKey, chatflow_id: str
+) -> HttpResponseBase:
+    """POST /api/v1/chatflows/{id}/predict: run that flow (a routed query with its flow
+    given: recorded and measured like any other; no fallback unless asked)."""
+    body = body_of(request, PREDICT_FIELDS)
+    answer = await run_flow(
+        tenant=api_key.tenant,
+        chatflow_id=chatflow_id,
+        question=body.get("question"),
+        backend=request.GET.get("backend") or None,
+        session_id=body.get("session_id"),
+        fallback=body.get("fallback", False),
+        include_routing_metadata=body.get("include_routing_metadata", True),
+    )
+    return JsonResponse(_absolute(request, answer))
 
 
 def _router_enabled() -> None:

@@ -6,4 +6,14 @@ class RoutingConfig(AppConfig):
     verbose_name = "Routing"
 
     def ready(self) -> None:
+        """Connect the receivers, and hand the layers below what routing owns: the
+        policy's health numbers (backends/policy.py) and keyword derivation from the
+        intent rules (chatflows/keywords.py)."""
+        from backends.policy import use_health_policy
+        from chatflows.keywords import use_keyword_deriver
         from routing import signals  # noqa: F401 - connects the receivers
+        from routing.rules import flow_keywords
+        from routing.services import routing_health_policy
+
+        use_health_policy(routing_health_policy)
+        use_keyword_deriver(flow_keywords)

@@ -26,10 +26,13 @@ from routing.querytype import QueryTypeDecision, below_threshold, classify_query
 from routing.scoring import (
     BackendEntry,
     Candidate,
+    FlowEntry,
     HealthEntry,
     best_flow,
     in_cooldown,
+    match_score,
     score_candidates,
+    scored,
 )
 from routing.state import RoutingState, recent_performance
 
@@ -178,3 +181,96 @@ def plan(
             details={"intent": intent},
         )
     return Plan(tuple(candidates), "auto")
+
+
+class FlowNotRoutable(Exception):
+    """The named flow is not among the routable ones: the caller looks up why."""
+
+
+def _named_flows(
+    backends: list[BackendEntry], flow: str, preference: str
+) -> list[tuple[BackendEntry, FlowEntry]]:
+    wanted = preference.lower()
+    found = [
+        (b, f)
+        for b in backends
+        if wanted == "auto" or wanted in (b.name.lower(), b.kind)
+        for f in b.flows
+        if f.external_id == flow or str(f.id) == flow
+    ]
+    by_external_id = [(b, f) for b, f in found if f.external_id == flow]
+    return by_external_id or found
+
+
+def plan_flow(
+    state: RoutingState,
+    *,
+    tenant_id: int | None,
+    intent: str,
+    query_type: str | None,
+    flow: str,
+    preference: str,
+    fallback: bool,
+    now: datetime,
+) -> Plan:
+    """Run one given flow (a Flow id or the backend's id for it); with ``fallback``, the
+    usual candidates for the intent follow it. The method is "explicit".
+
+    Raises FlowNotRoutable when the caller's routable flows hold no such flow,
+    ValidationError when the id is on several backends, and
+    BackendUnavailableError when its backend is down or in cooldown (unless
+    ``fallback``).
+    """
+    backends = state.backends_for(tenant_id)
+    named = _named_flows(backends, flow, preference)
+    if not named:
+        raise FlowNotRoutable(flow)
+    if len(named) > 1:
+        raise ValidationError(
+            f"Flow id {flow!r} is on several backends: name one with 'backend'.",
+            details={"flow": flow, "backends": sorted(b.name for b, _ in named)},
+        )
+    backend, entry = named[0]
+    health = state.health.get(backend.id)
+    usable = not in_cooldown(health, now) and (health is None or health.healthy)
+    first: list[Candidate] = []
+    if usable:
+        performance = recent_performance([backend.id], intent).get(backend.id)
+        first.append(
+            scored(
+                backend,
+                entry,
+                intent=intent,
+                match=match_score(entry, intent),
+                health=HealthEntry(True),  # usable: healthy or not yet probed
+                performance=performance,
+                policy=state.policy,
+            )
+        )
+    elif not fallback:
+        raise BackendUnavailableError(
+            f"Backend {backend.name!r} of flow {entry.name!r} is unavailable "
+            "(unhealthy or in cooldown).",
+            details={"backend": backend.name, "flow": flow},
+        )
+    rest: tuple[Candidate, ...] = ()
+    if fallback:
+        try:
+            others = plan(
+                state,
+                tenant_id=tenant_id,
+                intent=intent,
+                query_type=query_type,
+                preference="auto",
+                now=now,
+            ).candidates
+        except NoMatchingFlowError:
+            others = ()
+        rest = tuple(c for c in others if c.flow.id != entry.id)
+    if not first and not rest:
+        raise BackendUnavailableError(
+            f"Backend {backend.name!r} of flow {entry.name!r} is unavailable, and no other "
+            f"flow serves intent {intent!r}.",
+            details={"backend": backend.name, "flow": flow, "intent": intent},
+        )
+    return Plan((*first, *rest), "explicit")

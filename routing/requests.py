@@ -4,7 +4,10 @@ The contract (flywheel/openapi.py states it for the REST doors): ``question``
 1-10000 characters, not all blank; ``intent`` a slug of 1-50 characters
 ``[-a-z0-9_]``; ``backend`` 1-100 characters; ``session_id`` a UUID (kept in
 canonical form); ``parameters`` an object of plain JSON under 20000 bytes,
-nested at most 32 levels counting the query itself; no other field. No string
+nested at most 32 levels counting the query itself; ``flow`` a flow to run
+(Flywheel's Flow id, or the backend's own id for it: 1-200 characters);
+``fallback`` true or false (with ``flow``: may other flows answer if it
+fails); no other field. No string
 may hold a NUL character or a lone surrogate, whichever door it came through
 (the REST doors' JSON parser refuses them first).
 """
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chatflows.lifecycle import FLOW_ID, MAX_FLOW_ID
 from flywheel.errors import ValidationError
 from flywheel.jsonin import json_problem, string_problem
 
@@ -28,7 +32,16 @@ SESSION_ID_RULE = "Must be a UUID returned by an earlier answer."
 _SLUG = re.compile(r"[-a-z0-9_]{1,50}")
 # A session id as answers give it (and the schema's "uuid" format): 8-4-4-4-12 hex digits.
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_FIELDS = {"question", "intent", "backend", "session_id", "parameters", "include_routing_metadata"}
+_FIELDS = {
+    "question",
+    "intent",
+    "backend",
+    "session_id",
+    "parameters",
+    "include_routing_metadata",
+    "flow",
+    "fallback",
+}
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,8 @@ class QueryRequest:
     session_id: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
     include_routing_metadata: bool = True
+    flow: str | None = None
+    fallback: bool = False
 
     @property
     def stream(self) -> bool:
@@ -104,6 +119,20 @@ def _check_backend(backend: Any, errors: dict[str, str]) -> str:
     return backend.strip()
 
 
+def _check_flow(flow: Any, errors: dict[str, str]) -> str | None:
+    if flow is None:
+        return None
+    if isinstance(flow, int) and not isinstance(flow, bool) and flow >= 0:
+        return str(flow)
+    if isinstance(flow, str) and FLOW_ID.fullmatch(flow):
+        return flow
+    errors["flow"] = (
+        "Must be a flow's id: Flywheel's (a number) or its backend's "
+        f"(1-{MAX_FLOW_ID} letters, digits, '-', '_', '.' or ':')."
+    )
+    return None
+
+
 def _check_session_id(session_id: Any, errors: dict[str, str]) -> str | None:
     """The session id, lower-cased; only the hyphenated form answers give is taken."""
     if session_id is None:
@@ -138,6 +167,10 @@ def query_request(data: Mapping[str, Any]) -> QueryRequest:
     include = data.get("include_routing_metadata", True)
     if not isinstance(include, bool):
         errors["include_routing_metadata"] = "Must be true or false."
+    flow = _check_flow(data.get("flow"), errors)
+    fallback = data.get("fallback", False)
+    if not isinstance(fallback, bool):
+        errors["fallback"] = "Must be true or false."
     if errors:
         raise ValidationError("The query is not valid.", details={"fields": errors})
     return QueryRequest(
@@ -147,6 +180,8 @@ def query_request(data: Mapping[str, Any]) -> QueryRequest:
         session_id=session_id,
         parameters=dict(parameters),
         include_routing_metadata=bool(include),
+        flow=flow,
+        fallback=bool(fallback),
     )
 
 

@@ -162,23 +162,42 @@ def score_candidates(
         if found is None:
             continue
         flow, match = found
-        healthy = 1.0 if state is not None and state.healthy else 0.0
-        perf = performance_score(performance.get(backend.id), policy.latency_ceiling_ms)
-        score = (
-            policy.weight_match * match
-            + policy.weight_health * healthy
-            + policy.weight_performance * perf
-        )
         candidates.append(
-            Candidate(
-                backend=backend,
-                flow=flow,
-                match=round(match, 4),
-                health=healthy,
-                performance=round(perf, 4),
-                score=round(score, 4),
-                generic=intent not in flow.keywords,
+            scored(
+                backend,
+                flow,
+                intent=intent,
+                match=match,
+                health=state,
+                performance=performance.get(backend.id),
+                policy=policy,
             )
         )
     candidates.sort(key=lambda c: (-c.score, -c.backend.weight, c.backend.name))
     return candidates
+
+
+def scored(
+    backend: BackendEntry,
+    flow: FlowEntry,
+    *,
+    intent: str,
+    match: float,
+    health: HealthEntry | None,
+    performance: Performance | None,
+    policy: PolicyValues,
+) -> Candidate:
+    """One backend's flow as a candidate, with the weighted score of its three factors."""
+    healthy = 1.0 if health is not None and health.healthy else 0.0
+    perf = performance_score(performance, policy.latency_ceiling_ms)
+    score = policy.weight_match * match + policy.weight_health * healthy
+    score += policy.weight_performance * perf
+    return Candidate(
+        backend=backend,
+        flow=flow,
+        match=round(match, 4),
+        health=healthy,
+        performance=round(perf, 4),
+        score=round(score, 4),
+        generic=intent not in flow.keywords,
+    )

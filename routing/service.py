@@ -22,9 +22,11 @@ from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest
 
 from backends.adapters.base import Exchange, ExecutionResult
+from chatflows.lifecycle import KINDS, resolve_flow
 from flywheel.asyncdb import db
 from flywheel.errors import (
     ApplicationError,
+    NotFoundError,
     RateLimitError,
     ValidationError,
     internal_error_body,
@@ -35,7 +37,14 @@ from routing import conversation, llm
 from routing.classify import IntentResult, Turn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.execution import Attempt, HistoryFor, StreamProgress, run_chain, stream_chain
-from routing.planning import Plan, classify_intent, classify_type, plan
+from routing.planning import (
+    FlowNotRoutable,
+    Plan,
+    classify_intent,
+    classify_type,
+    plan,
+    plan_flow,
+)
 from routing.querytype import QueryTypeDecision
 from routing.recording import (
     CachedAnswer,
@@ -138,7 +147,7 @@ class _Query:
 
 
 def _method(request: QueryRequest) -> str:
-    return "auto" if request.backend.lower() == "auto" else "explicit"
+    return "auto" if request.backend.lower() == "auto" and request.flow is None else "explicit"
 
 
 def _turns(history: Sequence[PastTurn]) -> list[Turn]:
@@ -233,15 +242,72 @@ async def _prepare(query: _Query, state: RoutingState) -> None:
                 details={"session_id": str(query.session_id)},
             )
         query.backend_question = conversation.summarize_question(answers, request.question)
-    query.plan = plan(
-        state,
-        tenant_id=query.tenant.pk,
-        intent=query.intent.intent,
-        query_type=query.query_type.query_type if query.query_type else None,
-        preference=request.backend,
-        now=now(),
-    )
+    query.plan = await _plan(state, request, query.tenant, query.intent.intent, query.query_type)
     query.mark("route_ms")
+
+
+async def _plan(
+    state: RoutingState,
+    request: QueryRequest,
+    tenant: Tenant | None,
+    intent: str,
+    query_type: QueryTypeDecision | None,
+) -> Plan:
+    """The candidates for a query: its given flow (and, with fallback, the others), or
+    the best for its intent on the backend asked for or on any."""
+    qt = query_type.query_type if query_type else None
+    tenant_id = tenant.pk if tenant else None
+    if request.flow is None:
+        return plan(
+            state,
+            tenant_id=tenant_id,
+            intent=intent,
+            query_type=qt,
+            preference=request.backend,
+            now=now(),
+        )
+    try:
+        return plan_flow(
+            state,
+            tenant_id=tenant_id,
+            intent=intent,
+            query_type=qt,
+            flow=request.flow,
+            preference=request.backend,
+            fallback=request.fallback,
+            now=now(),
+        )
+    except FlowNotRoutable:
+        raise await db(_why_not_routable)(tenant, request.flow, request.backend) from None
+
+
+def _why_not_routable(tenant: Tenant | None, flow: str, backend: str) -> ApplicationError:
+    """Why a named flow cannot run (read from the database, on this error path only)."""
+    named = None if backend.lower() in {"auto", *KINDS} else backend
+    try:
+        target = resolve_flow(tenant=tenant, flow_id=flow, backend=named)
+    except ApplicationError as err:
+        return err
+    row = target.flow
+    if row is None:
+        return NotFoundError(
+            f"No flow {flow!r} on backend {target.backend.name!r}.",
+            details={"flow": flow, "backend": target.backend.name},
+        )
+    if not row.deployed:
+        return ValidationError(
+            f"Chatflow {row.name!r} is not deployed: deploy it before running it.",
+            details={"field": "chatflow_id", "value": row.external_id, "constraint": "deployed"},
+        )
+    if not row.backend.enabled:
+        return BackendUnavailableError(
+            f"Backend {row.backend.name!r} of flow {row.name!r} is disabled.",
+            details={"backend": row.backend.name, "flow": flow},
+        )
+    return BackendUnavailableError(  # a flow made a moment ago, not yet in this process's view
+        f"Flow {row.name!r} cannot run yet; try again in a second.",
+        details={"backend": row.backend.name, "flow": flow},
+    )
 
 
 def _history_for(query: _Query) -> HistoryFor:
@@ -547,15 +613,8 @@ async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dic
     error: dict[str, Any] | None = None
     if intent.intent != "conversation-query":
         try:
-            candidates = plan(
-                state,
-                tenant_id=tenant.pk if tenant else None,
-                intent=intent.intent,
-                query_type=query_type.query_type if query_type else None,
-                preference=request.backend,
-                now=now(),
-            ).candidates
-        except (NoMatchingFlowError, BackendUnavailableError) as err:
+            candidates = (await _plan(state, request, tenant, intent.intent, query_type)).candidates
+        except (NoMatchingFlowError, BackendUnavailableError, NotFoundError) as err:
             error = err.as_dict()["error"]
     return {
         "question": request.question,
@@ -569,3 +628,29 @@ async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dic
         "selected": candidates[0].as_dict() if candidates else None,
         "error": error,
     }
+
+
+async def run_flow(
+    *,
+    tenant: Tenant,
+    chatflow_id: Any,
+    question: Any,
+    backend: Any = None,
+    session_id: Any = None,
+    fallback: Any = False,
+    include_routing_metadata: Any = True,
+) -> dict[str, Any]:
+    """Run one given flow (seed 003's run_prediction, REST predict): a query with its flow
+    named, so it is validated, recorded and measured like any other. Returns the answer
+    body of :func:`answer_question`."""
+    data: dict[str, Any] = {
+        "question": question,
+        "flow": chatflow_id,
+        "fallback": fallback,
+        "include_routing_metadata": include_routing_metadata,
+    }
+    if backend is not None:
+        data["backend"] = backend
+    if session_id is not None:
+        data["session_id"] = session_id
+    return await answer_question(query_request(data), tenant=tenant)

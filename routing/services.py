@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from backends.policy import HealthPolicy
 from backends.schedules import schedules_install
 from flywheel.services import tenant_get_or_create_default
 from routing.defaults import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS, DefaultPattern
@@ -29,6 +30,17 @@ def routing_policy_get() -> RoutingPolicy:
     """Return the routing policy, creating it with the defaults if it is missing."""
     policy, _ = RoutingPolicy.objects.get_or_create(key="default")
     return policy
+
+
+def routing_health_policy() -> HealthPolicy:
+    """The policy's health numbers, for backends (registered in routing/apps.py)."""
+    policy = routing_policy_get()
+    return HealthPolicy(
+        cooldown_failures=policy.cooldown_failures,
+        cooldown_seconds=policy.cooldown_seconds,
+        health_cache_ttl_seconds=policy.health_cache_ttl_seconds,
+        flow_cache_ttl_seconds=policy.flow_cache_ttl_seconds,
+    )
 
 
 @transaction.atomic

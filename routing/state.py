@@ -1,7 +1,7 @@
 """What routing reads on the hot path, memoised in process over the shared cache.
 
-Backends, flows and health come from the snapshot the background tasks
-publish (backends.snapshot); the policy and per-backend performance come from
+Backends and flows (chatflows.snapshot) and health (backends.snapshot) come
+from the snapshots the background tasks publish; the policy and per-backend performance come from
 the shared cache too. Each process keeps what it read for MEMO_SECONDS, so
 answering a question costs no network round trip at all when warm, and a
 change made anywhere is seen everywhere within about a second.
@@ -18,7 +18,8 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from backends import snapshot
+from backends import snapshot as health_snapshot
+from chatflows import snapshot as flows_snapshot
 from flywheel.cache import shared_cache
 from flywheel.singleflight import SingleFlight
 from routing.rules import IntentRuleSet, intent_rules
@@ -124,8 +125,8 @@ class _Memo:
             if state is not None:
                 return state
             self._state = RoutingState(
-                backends=_table(snapshot.read_flows()),
-                health=_health(snapshot.read_health()),
+                backends=_table(flows_snapshot.read_flows()),
+                health=_health(health_snapshot.read_health()),
                 policy=policy_values(),
                 rules=intent_rules(),
             )

@@ -15,8 +15,9 @@ import pytest
 import respx
 from django.utils import timezone
 
-from backends import snapshot
+from backends import snapshot as health_snapshot
 from backends.models import Backend, BackendHealth
+from chatflows import snapshot as flows_snapshot
 from chatflows.models import Flow
 from routing import state
 from routing.services import defaults_load
@@ -58,8 +59,8 @@ class World:
 
 def refresh() -> None:
     """Publish the database's state and drop this process's memo, as beat + time would."""
-    snapshot.publish_flows()
-    snapshot.publish_health()
+    flows_snapshot.publish_flows()
+    health_snapshot.publish_health()
     state.forget()
 
 

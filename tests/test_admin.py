@@ -296,3 +296,30 @@ def test_the_health_action_probes_the_selected_backends(
     shown = [str(m) for m in result.context["messages"]]
     assert f"{backend.name}: healthy" in shown
     assert HealthCheck.objects.filter(backend=backend, ok=True).exists()
+
+
+@respx.mock
+@pytest.mark.django_db(transaction=True)
+def test_the_discovery_action_discovers_the_selected_backends(
+    admin_client: Client, backend: Backend
+) -> None:
+    pages = {
+        "1": response("flowise", "chatflows_page1"),
+        "2": response("flowise", "chatflows_page2"),
+    }
+    respx.get(f"{backend.base_url}/api/v1/chatflows").mock(
+        side_effect=lambda request: pages[request.url.params["page"]]
+    )
+    changelist = _url(Backend, "changelist")
+
+    offered = admin_client.get(changelist).content.decode()
+    result = admin_client.post(
+        changelist, {"action": "discover_flows_now", "_selected_action": [backend.pk]}, follow=True
+    )
+
+    # chatflows' admin adds the action to backends' own: both are offered.
+    assert 'value="check_health_now"' in offered
+    assert 'value="discover_flows_now"' in offered
+    shown = [str(m) for m in result.context["messages"]]
+    assert f"{backend.name}: 2 added, 0 updated, 0 removed" in shown
+    assert Flow.objects.filter(backend=backend).count() == 2

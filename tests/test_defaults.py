@@ -95,7 +95,7 @@ def test_it_schedules_health_and_discovery_in_the_database() -> None:
     tasks = {t.task: t.interval.every for t in PeriodicTask.objects.select_related("interval")}
     assert tasks == {
         "backends.check_health": 30,
-        "backends.discover_flows": 60,
+        "chatflows.discover_flows": 60,
         "routing.publish_performance": 300,
     }
 

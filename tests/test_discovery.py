@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 from io import StringIO
 
 import pytest
 import respx
+from django.apps import apps
 from django.core.management import call_command
+from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
 
-from backends import snapshot
 from backends.adapters.base import DiscoveredFlow
 from backends.models import Backend
-from backends.tasks import discover_flows
+from chatflows import snapshot
 from chatflows.models import Flow
 from chatflows.services import flows_sync
+from chatflows.tasks import discover_flows
 from routing.models import Intent, IntentPattern
 from routing.services import defaults_load
 from tests.captured import response
@@ -152,3 +155,32 @@ def test_snapshot_is_dropped_when_an_admin_edits_a_flow(backend: Backend) -> Non
     flow.save()  # a save (admin, API) drops the cached copy
 
     assert snapshot.read_flows()["flows"] == []
+
+
+def test_snapshot_is_dropped_when_an_admin_disables_a_backend(backend: Backend) -> None:
+    flows_sync(backend=backend, discovered=[_flow("1", "a", deployed=True)])
+    assert backend.pk in snapshot.read_flows()["backends"]
+
+    backend.enabled = False
+    backend.save()  # chatflows listens to Backend too: its fields are in the snapshot
+
+    published = snapshot.read_flows()
+    assert backend.pk not in published["backends"]
+
+
+def test_beat_rows_of_the_old_task_name_are_renamed_and_back() -> None:
+    migration = importlib.import_module("chatflows.migrations.0002_rename_discover_flows_task")
+    every_minute, _ = IntervalSchedule.objects.get_or_create(every=60, period="seconds")
+    PeriodicTask.objects.filter(task="chatflows.discover_flows").delete()
+    PeriodicTask.objects.create(
+        name="Discover flows", task="backends.discover_flows", interval=every_minute, enabled=False
+    )
+    before = PeriodicTasks.last_change()
+
+    migration.forwards(apps, None)
+
+    renamed = PeriodicTask.objects.get(name="Discover flows")
+    assert (renamed.task, renamed.enabled) == ("chatflows.discover_flows", False)
+    assert PeriodicTasks.last_change() != before  # a running beat reloads its schedule
+    migration.backwards(apps, None)
+    assert PeriodicTask.objects.get(name="Discover flows").task == "backends.discover_flows"

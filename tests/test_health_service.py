@@ -87,6 +87,17 @@ def test_a_good_probe_after_the_cooldown_closes_it(backend: Backend, policy) -> 
     assert (health.healthy, health.cooldown_until, health.consecutive_failures) == (True, None, 0)
 
 
+def test_the_published_health_is_dropped_when_health_is_saved(backend: Backend, policy) -> None:
+    health_record(backend=backend, result=GOOD)
+    assert snapshot.read_health()[backend.pk]["healthy"] is True
+
+    BackendHealth.objects.filter(backend=backend).update(healthy=False)  # no signal
+    assert snapshot.read_health()[backend.pk]["healthy"] is True
+    BackendHealth.objects.get(backend=backend).save()  # a save drops the cached copy
+
+    assert snapshot.read_health()[backend.pk]["healthy"] is False
+
+
 @respx.mock
 def test_checking_all_backends_isolates_a_failing_one(policy) -> None:
     up = Backend.objects.create(name="up", kind="flowise", base_url="http://up.test")

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.django_db
 
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 BACKEND = "/api/v1/backends/{id}"
+CHATFLOW = "/api/v1/chatflows/{chatflow_id}"
 # Every operation and each error status it can answer.
 ERRORS = {
     ("get", "/api/v1/backends"): {401, 429},
@@ -34,6 +35,15 @@ ERRORS = {
     ("post", "/api/v1/query-router/route"): {400, 401, 404, 415, 429},
     ("get", "/api/v1/query-router/patterns"): {401, 404, 429},
     ("get", "/api/v1/query-router/status"): {401, 429},
+    ("get", "/api/v1/chatflows"): {400, 401, 404, 429},
+    ("post", "/api/v1/chatflows"): {400, 401, 403, 404, 415, 429, 502, 504},
+    ("post", "/api/v1/chatflows/generate"): {400, 401, 404, 415, 429, 502, 504},
+    ("get", CHATFLOW): {400, 401, 404, 429, 502, 504},
+    ("put", CHATFLOW): {400, 401, 403, 404, 415, 429, 502, 504},
+    ("patch", CHATFLOW): {400, 401, 403, 404, 415, 429, 502, 504},
+    ("delete", CHATFLOW): {400, 401, 403, 404, 429, 502, 504},
+    ("post", f"{CHATFLOW}/deploy"): {400, 401, 403, 404, 415, 429, 502, 504},
+    ("post", f"{CHATFLOW}/predict"): {400, 401, 404, 415, 429, 502, 503, 504},
 }
 
 

@@ -187,7 +187,7 @@ class FlowiseBackend(FlowBackend):
                 break
             page += 1
         try:
-            return [_discovered(record) for record in records]
+            return [discovered_flow(record) for record in records]
         except (KeyError, TypeError) as err:
             raise unreadable("Flowise", self.config.name, "flow list", response) from err
 
@@ -347,7 +347,7 @@ async def _sse_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
             yield str(event.get("event", "")), event.get("data")
 
 
-def _discovered(record: dict[str, Any]) -> DiscoveredFlow:
+def discovered_flow(record: Mapping[str, Any]) -> DiscoveredFlow:
     return DiscoveredFlow(
         external_id=str(record["id"]),
         name=str(record.get("name") or record["id"]),

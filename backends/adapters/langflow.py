@@ -184,7 +184,9 @@ class LangflowBackend(FlowBackend):
             body = json_body(response, self.config.name)
             try:
                 items = body.get("items") or []
-                flows.extend(_discovered(item) for item in items if not item.get("is_component"))
+                flows.extend(
+                    discovered_flow(item) for item in items if not item.get("is_component")
+                )
                 last = page >= int(body.get("pages") or 0) or not items
             except (AttributeError, KeyError, TypeError, ValueError) as err:
                 raise unreadable("Langflow", self.config.name, "flow list", response) from err
@@ -314,7 +316,7 @@ async def _json_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
             yield str(event.get("event", "")), event.get("data")
 
 
-def _discovered(item: Mapping[str, Any]) -> DiscoveredFlow:
+def discovered_flow(item: Mapping[str, Any]) -> DiscoveredFlow:
     return DiscoveredFlow(
         external_id=str(item["id"]),
         name=str(item.get("name") or item["id"]),

@@ -7,12 +7,13 @@ from typing import TypeVar
 
 import pytest
 
-from backends import snapshot
+from backends import snapshot as health_snapshot
 from backends.adapters import run_sync
 from backends.adapters.base import BackendConfig
 from backends.errors import BackendError
 from backends.models import Backend, BackendHealth
 from backends.services import HealthOutcome, ahealth_check_all
+from chatflows import snapshot as flows_snapshot
 from chatflows.models import Flow
 from chatflows.services import DiscoveryReport, adiscover_all
 from tests.live.conftest import ROOT
@@ -48,7 +49,7 @@ def test_discovery_stores_the_flows_of_both_servers(live_backends, peers) -> Non
         "LANGFLOW_PROMPT_FLOW_ID",
     ):
         assert peers[key] in stored
-    published = snapshot.read_flows()
+    published = flows_snapshot.read_flows()
     assert {f["external_id"] for f in published["flows"]} >= {peers["LANGFLOW_ECHO_FLOW_ID"]}
 
     again = _outcomes(run_sync(adiscover_all), DiscoveryReport)
@@ -74,7 +75,7 @@ def test_a_stopped_backend_turns_unhealthy_and_recovers_after_restart(live_backe
         down = _outcomes(run_sync(ahealth_check_all), HealthOutcome)
         assert [o.ok for o in down] == [False, True]
         assert BackendHealth.objects.get(backend=flowise).healthy is False
-        assert snapshot.read_health()[flowise.pk]["healthy"] is False
+        assert health_snapshot.read_health()[flowise.pk]["healthy"] is False
     finally:
         _peers("start", "flowise")
 

@@ -1,4 +1,8 @@
-"""Discover flows now, printing progress and counts per backend."""
+"""Discover flows now, printing progress and counts per backend.
+
+``--backend`` and ``--tenant`` choose the backend as every backend command does
+(backends/management/owner.py).
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,528 @@
+"""The flow lifecycle over REST (seed 003): validation first, the backend, then the rows.
+
+Backends are mocked with responses captured from the real servers; the
+world's two backends are shared, and each test tenant gets its own Flowise
+(``mine``) and Langflow (``mine-lf``) to write to.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import respx
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from analytics.models import RoutingDecision
+from backends.models import Backend, BackendHealth
+from chatflows.lifecycle import check_flow_id, suggested_name
+from chatflows.models import Flow
+from flywheel.errors import ValidationError
+from flywheel.models import Tenant
+from flywheel.services import api_key_create
+from routing.recording import drain
+from tests.captured import body, response
+from tests.routing_world import FW_ANSWER, World, refresh
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ECHO_FLOW = json.loads(body("flowise", "chatflow_create")["flowData"])
+CREATED = body("flowise", "chatflow_create")
+LF_CREATED = body("langflow", "flow_create")
+MINE = "http://mine.test"
+MINE_LF = "http://mine-lf.test"
+
+
+@dataclass
+class Mine:
+    """A tenant's own backends, and a client holding the tenant's key."""
+
+    tenant: Tenant
+    client: APIClient
+    flowise: Backend
+    langflow: Backend
+    router: respx.MockRouter
+
+
+def _client(tenant: Tenant) -> APIClient:
+    _, raw = api_key_create(tenant=tenant, name="lifecycle")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+@pytest.fixture
+def mine(world: World, tenant: Tenant) -> Mine:
+    flowise = Backend.objects.create(
+        name="mine", kind="flowise", base_url=MINE, api_key="sk-MINE-SECRET", tenant=tenant
+    )
+    langflow = Backend.objects.create(
+        name="mine-lf", kind="langflow", base_url=MINE_LF, api_key="sk-MINE-LF", tenant=tenant
+    )
+    for backend in (flowise, langflow):
+        BackendHealth.objects.create(backend=backend, healthy=True)
+    refresh()
+    return Mine(tenant, _client(tenant), flowise, langflow, world.router)
+
+
+def _error(result: object) -> dict:
+    payload = result.json()  # type: ignore[attr-defined]
+    assert set(payload) == {"error"}, payload
+    assert set(payload["error"]) == {"type", "message", "details"}
+    return payload["error"]
+
+
+def _calls(router: respx.MockRouter, host: str) -> int:
+    return sum(1 for call in router.calls if call.request.url.host == host)
+
+
+# --- validation happens before any backend call -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "field", "constraint"),
+    [
+        ({"name": "", "flow_data": json.dumps(ECHO_FLOW)}, "name", "length"),
+        ({"name": "x" * 256, "flow_data": json.dumps(ECHO_FLOW)}, "name", "length"),
+        ({"name": "ok", "flow_data": "not json"}, "flow_data", "json"),
+        ({"name": "ok", "flow_data": "[1, 2]"}, "flow_data", "object"),
+        ({"name": "ok", "flow_data": '{"nodes": []}'}, "flow_data", "nodesAndEdges"),
+        (
+            {"name": "ok", "flow_data": json.dumps({"nodes": ["x" * 1_000_000], "edges": []})},
+            "flow_data",
+            "maxSize",
+        ),
+        ({"name": "ok", "flow_data": json.dumps(ECHO_FLOW), "type": "ROBOT"}, "type", "enum"),
+        ({"name": "ok", "flow_data": json.dumps(ECHO_FLOW), "deployed": "yes"}, "deployed", "type"),
+    ],
+)
+def test_a_bad_create_is_refused_before_the_backend_is_called(
+    mine: Mine, payload: dict, field: str, constraint: str
+) -> None:
+    rows = Flow.objects.count()
+
+    result = mine.client.post("/api/v1/chatflows?backend=mine", payload, format="json")
+
+    error = _error(result)
+    assert result.status_code == 400
+    assert error["type"] == "ValidationError"
+    assert error["details"]["field"] == field
+    assert error["details"]["constraint"] == constraint
+    assert _calls(mine.router, "mine.test") == 0
+    assert Flow.objects.count() == rows
+
+
+def test_an_update_with_no_field_and_unknown_fields_are_refused(mine: Mine) -> None:
+    flow = Flow.objects.create(backend=mine.flowise, external_id="f-1", name="one")
+
+    empty = mine.client.patch(f"/api/v1/chatflows/{flow.external_id}", {}, format="json")
+    unknown = mine.client.patch(
+        f"/api/v1/chatflows/{flow.external_id}", {"colour": "red"}, format="json"
+    )
+    put_half = mine.client.put(
+        f"/api/v1/chatflows/{flow.external_id}", {"name": "two"}, format="json"
+    )
+
+    assert (empty.status_code, _error(empty)["details"]["constraint"]) == (400, "anyOf")
+    assert unknown.status_code == 400
+    assert "colour" in _error(unknown)["details"]["fields"]
+    assert put_half.status_code == 400
+    assert "flow_data" in _error(put_half)["details"]["fields"]
+    assert _calls(mine.router, "mine.test") == 0
+
+
+def test_generate_needs_a_ten_character_description(mine: Mine) -> None:
+    result = mine.client.post("/api/v1/chatflows/generate", {"description": "short"}, format="json")
+
+    assert result.status_code == 400
+    assert _error(result)["details"]["constraint"] == "minLength"
+
+
+# --- writes go to the backend, then the rows follow -------------------------------------
+
+
+def test_create_sends_the_flow_and_stores_its_row(mine: Mine) -> None:
+    route = mine.router.post(f"{MINE}/api/v1/chatflows").mock(
+        return_value=response("flowise", "chatflow_create")
+    )
+
+    result = mine.client.post(
+        "/api/v1/chatflows?backend=mine",
+        {"name": "fixture-scratch", "flow_data": json.dumps(ECHO_FLOW)},
+        format="json",
+    )
+
+    created = result.json()
+    assert result.status_code == 201, created
+    sent = json.loads(route.calls[0].request.content)
+    assert json.loads(sent["flowData"]) == ECHO_FLOW  # Flowise takes flowData as a string
+    assert (sent["type"], sent["deployed"]) == ("CHATFLOW", False)
+    assert created["id"] == CREATED["id"]
+    assert (created["backend"], created["kind"], created["deployed"]) == ("mine", "flowise", False)
+    row = Flow.objects.get(pk=created["flow_id"])
+    assert (row.backend, row.external_id, row.deployed) == (mine.flowise, CREATED["id"], False)
+    assert "SECRET" not in result.content.decode()
+
+
+def test_the_only_backend_of_a_tenant_is_chosen_and_several_must_be_named(
+    mine: Mine, world: World
+) -> None:
+    several = mine.client.post(
+        "/api/v1/chatflows", {"name": "n", "flow_data": json.dumps(ECHO_FLOW)}, format="json"
+    )
+    mine.langflow.delete()
+    mine.router.post(f"{MINE}/api/v1/chatflows").mock(
+        return_value=response("flowise", "chatflow_create")
+    )
+    only = mine.client.post(
+        "/api/v1/chatflows", {"name": "n", "flow_data": json.dumps(ECHO_FLOW)}, format="json"
+    )
+
+    assert several.status_code == 400
+    assert "'mine'" in _error(several)["message"]
+    assert "'mine-lf'" in _error(several)["message"]
+    assert only.status_code == 201
+    assert only.json()["backend"] == "mine"
+
+
+def test_a_langflow_flow_is_created_from_its_data(mine: Mine) -> None:
+    route = mine.router.post(f"{MINE_LF}/api/v1/flows/").mock(
+        return_value=response("langflow", "flow_create")
+    )
+    data: dict[str, list[str]] = {"nodes": [], "edges": []}
+
+    result = mine.client.post(
+        "/api/v1/chatflows?backend=mine-lf",
+        {"name": "fixture-scratch", "flow_data": json.dumps(data)},
+        format="json",
+    )
+
+    assert result.status_code == 201, result.json()
+    assert json.loads(route.calls[0].request.content) == {"name": "fixture-scratch", "data": data}
+    assert result.json()["type"] == "FLOW"
+    assert result.json()["deployed"] is True
+    assert Flow.objects.filter(backend=mine.langflow, external_id=LF_CREATED["id"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "payload", "operation"),
+    [
+        ("post", "/api/v1/chatflows?backend=mine-lf", {"type": "AGENTFLOW"}, "flow types"),
+        ("post", "/api/v1/chatflows?backend=mine-lf", {"deployed": False}, "undeployed"),
+        ("post", "/api/v1/chatflows/LF-1/deploy", {"deployed": True}, "deployment"),
+        ("patch", "/api/v1/chatflows/LF-1", {"deployed": False}, "deployment"),
+        ("post", "/api/v1/chatflows/generate?backend=mine-lf", {}, "generating"),
+    ],
+)
+@override_settings(FLOWISE_GENERATOR_MODEL={"name": "chatOpenAI"})
+def test_what_langflow_cannot_do_is_a_validation_error_naming_the_kind(
+    mine: Mine, method: str, path: str, payload: dict, operation: str
+) -> None:
+    Flow.objects.create(backend=mine.langflow, external_id="LF-1", name="lf one", deployed=True)
+    if "generate" in path:
+        payload = {"description": "an agent that answers politely"}
+    elif path.startswith("/api/v1/chatflows?"):
+        payload = {"name": "n", "flow_data": json.dumps(ECHO_FLOW), **payload}
+
+    result = getattr(mine.client, method)(path, payload, format="json")
+
+    error = _error(result)
+    assert result.status_code == 400, error
+    assert error["type"] == "ValidationError"
+    assert error["message"].startswith("Langflow backend 'mine-lf'")
+    assert operation in error["message"]
+    assert _calls(mine.router, "mine-lf.test") == 0
+
+
+def test_update_and_deploy_change_the_backend_then_the_row(mine: Mine) -> None:
+    flow = Flow.objects.create(
+        backend=mine.flowise, external_id=CREATED["id"], name="fixture-scratch", deployed=False
+    )
+    renamed = {**CREATED, "name": "renamed"}
+    deployed = {**renamed, "deployed": True}
+    route = mine.router.put(f"{MINE}/api/v1/chatflows/{CREATED['id']}").mock(
+        side_effect=[httpx.Response(200, json=renamed), httpx.Response(200, json=deployed)]
+    )
+
+    patched = mine.client.patch(
+        f"/api/v1/chatflows/{CREATED['id']}", {"name": "renamed"}, format="json"
+    )
+    flow.refresh_from_db()
+    name_after_patch = flow.name
+    deploy = mine.client.post(f"/api/v1/chatflows/{CREATED['id']}/deploy", {}, format="json")
+    flow.refresh_from_db()
+
+    assert patched.status_code == 200
+    assert patched.json()["name"] == "renamed"
+    assert name_after_patch == "renamed"
+    assert json.loads(route.calls[0].request.content) == {"name": "renamed"}
+    assert json.loads(route.calls[1].request.content) == {"deployed": True}
+    assert deploy.status_code == 200
+    assert deploy.json()["deployed"] is True
+    assert flow.deployed is True
+
+
+def test_a_backend_failure_half_way_leaves_the_row_as_it_was(mine: Mine) -> None:
+    flow = Flow.objects.create(
+        backend=mine.flowise, external_id=CREATED["id"], name="before", deployed=False
+    )
+    mine.router.put(f"{MINE}/api/v1/chatflows/{CREATED['id']}").mock(
+        return_value=httpx.Response(502, text="bad gateway")
+    )
+
+    result = mine.client.patch(
+        f"/api/v1/chatflows/{CREATED['id']}", {"name": "after", "deployed": True}, format="json"
+    )
+    flow.refresh_from_db()
+
+    assert result.status_code == 502
+    assert (flow.name, flow.deployed, flow.removed_at) == ("before", False, None)
+
+
+def test_delete_answers_the_deleted_id_and_marks_the_row_removed(mine: Mine) -> None:
+    flow = Flow.objects.create(backend=mine.flowise, external_id=CREATED["id"], name="gone")
+    mine.router.delete(f"{MINE}/api/v1/chatflows/{CREATED['id']}").mock(
+        return_value=response("flowise", "chatflow_delete")
+    )
+
+    result = mine.client.delete(f"/api/v1/chatflows/{CREATED['id']}")
+    flow.refresh_from_db()
+
+    assert result.status_code == 200
+    assert result.json() == {
+        "message": "Chatflow deleted successfully",
+        "deleted_id": CREATED["id"],
+    }
+    assert flow.removed_at is not None  # kept: decisions point at it
+
+
+def test_deleting_what_the_backend_no_longer_has_is_not_found_and_stops_offering_it(
+    mine: Mine,
+) -> None:
+    unknown = "00000000-0000-0000-0000-000000000000"
+    flow = Flow.objects.create(backend=mine.flowise, external_id=unknown, name="stale")
+    mine.router.delete(f"{MINE}/api/v1/chatflows/{unknown}").mock(
+        return_value=response("flowise", "chatflow_delete_unknown")
+    )
+
+    result = mine.client.delete(f"/api/v1/chatflows/{unknown}")
+    flow.refresh_from_db()
+
+    assert result.status_code == 404
+    assert _error(result)["type"] == "NotFoundError"
+    assert flow.removed_at is not None
+
+
+def test_get_shows_flow_data_as_a_string_and_nothing_else_of_the_record(mine: Mine) -> None:
+    record = body("flowise", "chatflow_get")
+    Flow.objects.create(backend=mine.flowise, external_id=record["id"], name=record["name"])
+    mine.router.get(f"{MINE}/api/v1/chatflows/{record['id']}").mock(
+        return_value=httpx.Response(
+            200, json={**record, "webhookSecret": "whsec-SECRET", "apikeyid": "key-SECRET"}
+        )
+    )
+
+    result = mine.client.get(f"/api/v1/chatflows/{record['id']}?backend=mine")
+
+    shown = result.json()
+    assert result.status_code == 200, shown
+    assert json.loads(shown["flowData"]) == json.loads(record["flowData"])
+    assert (shown["type"], shown["deployed"]) == ("AGENTFLOW", True)
+    assert "SECRET" not in result.content.decode()
+
+
+# --- tenancy ------------------------------------------------------------------------------
+
+
+def test_shared_flows_are_readable_by_every_tenant_and_writable_by_staff_only(
+    mine: Mine, world: World
+) -> None:
+    listed = mine.client.get("/api/v1/chatflows")
+    write = mine.client.patch(
+        f"/api/v1/chatflows/{world.fw_flow.external_id}", {"name": "mine now"}, format="json"
+    )
+    delete = mine.client.delete(f"/api/v1/chatflows/{world.fw_flow.external_id}")
+
+    assert listed.status_code == 200
+    assert {(f["backend"], f["id"]) for f in listed.json()} >= {
+        ("fw", world.fw_flow.external_id),
+        ("lf", world.lf_flow.external_id),
+    }
+    assert write.status_code == 403
+    assert _error(write)["type"] == "PermissionDenied"
+    assert delete.status_code == 403
+    assert not world.router.calls  # refused before any call
+    world.fw_flow.refresh_from_db()
+    assert world.fw_flow.name == "reviewer"
+    assert world.fw_flow.removed_at is None
+
+
+def test_another_tenants_flows_do_not_exist_for_a_key(mine: Mine) -> None:
+    flow = Flow.objects.create(backend=mine.flowise, external_id="theirs", name="theirs")
+    other = _client(Tenant.objects.create(name="Other", slug="other"))
+
+    listed = other.get("/api/v1/chatflows")
+    got = other.get("/api/v1/chatflows/theirs")
+    named = other.get("/api/v1/chatflows/theirs?backend=mine")
+    ran = other.post("/api/v1/chatflows/theirs/predict", {"question": "hi"}, format="json")
+
+    assert "theirs" not in {f["id"] for f in listed.json()}
+    assert got.status_code == 404
+    assert named.status_code == 404
+    assert ran.status_code == 404
+    assert flow.name == "theirs"
+    assert _calls(mine.router, "mine.test") == 0
+
+
+# --- running one given flow ----------------------------------------------------------------
+
+
+def test_predict_runs_the_flow_and_records_an_explicit_decision(world: World, api_client) -> None:
+    result = api_client.post(
+        f"/api/v1/chatflows/{world.fw_flow.external_id}/predict",
+        {"question": "What is the weather like?"},  # a general question: the flow decides
+        format="json",
+    )
+    drain()
+
+    answer = result.json()
+    assert result.status_code == 200, answer
+    assert answer["answer"] == FW_ANSWER
+    assert answer["routing"]["routing_method"] == "explicit"
+    assert answer["routing"]["flow"] == "reviewer"
+    decision = RoutingDecision.objects.get(request_id=answer["request_id"])
+    assert (decision.routing_method, decision.flow_id) == ("explicit", world.fw_flow.pk)
+    assert decision.attempts.count() == 1
+
+
+def test_a_query_may_name_a_flow_by_flywheels_id(world: World, api_client) -> None:
+    result = api_client.post(
+        "/api/v1/query", {"question": "Review my code", "flow": world.lf_flow.pk}, format="json"
+    )
+
+    assert result.status_code == 200, result.json()
+    assert result.json()["routing"]["backend"] == "lf"
+    assert len(world.lf_route.calls) == 1
+    assert not world.fw_route.calls
+
+
+def test_an_undeployed_chatflow_is_refused(world: World, api_client) -> None:
+    Flow.objects.filter(pk=world.fw_flow.pk).update(deployed=False)
+    refresh()
+
+    result = api_client.post(
+        f"/api/v1/chatflows/{world.fw_flow.external_id}/predict", {"question": "hi"}, format="json"
+    )
+
+    error = _error(result)
+    assert result.status_code == 400
+    assert error["type"] == "ValidationError"
+    assert "not deployed" in error["message"]
+    assert not world.fw_route.calls
+
+
+def test_a_named_flow_falls_back_only_when_asked(world: World, api_client) -> None:
+    world.fail(world.fw_route)
+    path = f"/api/v1/chatflows/{world.fw_flow.external_id}/predict"
+
+    alone = api_client.post(path, {"question": "Review my pull request"}, format="json")
+    helped = api_client.post(
+        path, {"question": "Review my pull request", "fallback": True}, format="json"
+    )
+
+    assert alone.status_code == 502
+    assert [a["backend"] for a in _error(alone)["details"]["fallback_chain"]] == ["fw"]
+    assert helped.status_code == 200, helped.json()
+    chain = helped.json()["routing"]["fallback_chain"]
+    assert [a["backend"] for a in chain] == ["fw", "lf"]
+    assert helped.json()["routing"]["routing_method"] == "explicit"
+
+
+# --- generate ------------------------------------------------------------------------------
+
+
+def test_generate_without_a_configured_model_says_what_to_set(world: World, api_client) -> None:
+    result = api_client.post(
+        "/api/v1/chatflows/generate", {"description": "an agent that greets people"}, format="json"
+    )
+
+    assert result.status_code == 400
+    assert _error(result)["details"]["setting"] == "FLOWISE_GENERATOR_MODEL"
+    assert not world.router.calls
+
+
+@override_settings(FLOWISE_GENERATOR_MODEL={"name": "chatOpenAI", "inputs": {"credential": "c1"}})
+def test_generate_answers_flow_data_a_name_and_the_description(world: World, api_client) -> None:
+    # The generator's answer is a flow's nodes and edges: here those of a real AgentFlow.
+    agentflow = json.loads(body("flowise", "chatflow_get")["flowData"])
+    route = world.router.post("http://fw.test/api/v1/agentflowv2-generator/generate").mock(
+        return_value=httpx.Response(200, json=agentflow)
+    )
+
+    result = api_client.post(
+        "/api/v1/chatflows/generate",
+        {"description": "Create a research agent that summarizes findings"},
+        format="json",
+    )
+
+    generated = result.json()
+    assert result.status_code == 200, generated
+    assert set(generated) == {"flowData", "name", "description", "backend"}
+    assert json.loads(generated["flowData"]) == {
+        "nodes": agentflow["nodes"],
+        "edges": agentflow["edges"],
+    }
+    assert generated["name"] == "Research Agent That Summarizes Findings"
+    sent = json.loads(route.calls[0].request.content)
+    assert sent["selectedChatModel"] == {"name": "chatOpenAI", "inputs": {"credential": "c1"}}
+
+
+@override_settings(FLOWISE_GENERATOR_MODEL={"name": "chatOpenAI", "inputs": {"openAIApiKey": "k"}})
+def test_the_generator_model_never_goes_to_a_tenants_backend(mine: Mine) -> None:
+    result = mine.client.post(
+        "/api/v1/chatflows/generate?backend=mine",
+        {"description": "an agent that greets people"},
+        format="json",
+    )
+
+    assert result.status_code == 400
+    assert "shared Flowise backends" in _error(result)["message"]
+    assert _calls(mine.router, "mine.test") == 0
+
+
+@override_settings(FLOWISE_GENERATOR_MODEL={"name": "noSuchModel"})
+def test_a_generator_without_an_llm_is_a_validation_error(world: World, api_client) -> None:
+    world.router.post("http://fw.test/api/v1/agentflowv2-generator/generate").mock(
+        return_value=response("flowise", "generator_no_llm")
+    )
+
+    result = api_client.post(
+        "/api/v1/chatflows/generate", {"description": "an agent that greets people"}, format="json"
+    )
+
+    assert result.status_code == 400
+    assert "could not generate" in _error(result)["message"]
+
+
+def test_suggested_names_are_short_titles() -> None:
+    assert suggested_name("build me a web search agent") == "Web Search Agent"
+    assert suggested_name("!!!") == "Generated"
+
+
+@pytest.mark.parametrize("flow_id", ["../apikey", "a/b", "x?y=1", "-leading", "", "a" * 201])
+def test_a_flow_id_that_could_leave_the_backends_path_is_refused(
+    world: World, api_client: APIClient, flow_id: str
+) -> None:
+    # The id goes into the backend's URL: a tenant may read shared backends' flows, and
+    # "../apikey" would read something else of theirs.
+    query = api_client.post("/api/v1/query", {"question": "hi", "flow": flow_id}, format="json")
+    with pytest.raises(ValidationError) as refused:
+        check_flow_id(flow_id)
+
+    assert query.status_code == 400
+    assert "flow" in _error(query)["details"]["fields"]
+    assert refused.value.details["field"] == "chatflow_id"
+    assert not world.router.calls

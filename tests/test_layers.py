@@ -1,0 +1,174 @@
+"""Imports run one way: flywheel ← backends ← chatflows ← routing (analytics beside).
+
+Every module of an app is parsed, lazy imports inside functions included, so a
+shortcut upwards fails here instead of going unnoticed. What a lower layer
+needs from a higher one it is handed through a hook the higher one registers
+at start-up: the health policy (backends/policy.py) and keyword derivation
+(chatflows/keywords.py); those hooks are tested below too.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backends import policy
+from backends.adapters.base import HealthResult
+from backends.models import Backend
+from backends.policy import HealthPolicy, health_policy
+from backends.services import health_record
+from chatflows import keywords
+from routing.models import RoutingPolicy
+from routing.services import defaults_load
+
+ROOT = Path(__file__).resolve().parent.parent
+# Each app and the apps it must never import.
+ABOVE = {
+    "backends": {"chatflows", "routing", "analytics"},
+    "chatflows": {"routing", "analytics"},
+}
+# Calls that import by name at run time: import_module("x"), __import__("x").
+IMPORT_CALLS = {"import_module", "__import__"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(module: str, node: ast.ImportFrom, *, package: str) -> str:
+    """The absolute module of ``from <dots><module> import ...`` inside ``package``."""
+    if not node.level:
+        return module
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join([*base, module] if module else base)
+
+
+def imported_modules(source: str, *, package: str) -> Iterator[tuple[int, str]]:
+    """(line, module) for every import in ``source``, wherever it is written
+    (module level, inside functions and classes, under TYPE_CHECKING), and every
+    import_module / __import__ call with a literal name."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            yield node.lineno, _resolve(node.module or "", node, package=package)
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            first = node.args[0]
+            if name in IMPORT_CALLS and isinstance(first, ast.Constant):
+                yield node.lineno, str(first.value)
+
+
+def _app_files(app: str) -> list[Path]:
+    return sorted(p for p in (ROOT / app).rglob("*.py") if "migrations" not in p.parts)
+
+
+def _upward_imports(app: str) -> list[str]:
+    found = []
+    for path in _app_files(app):
+        module = _module_name(path)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for line, imported in imported_modules(path.read_text(), package=package):
+            if imported.split(".")[0] in ABOVE[app]:
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {imported}")
+    return found
+
+
+@pytest.mark.parametrize("app", sorted(ABOVE))
+def test_an_app_imports_nothing_from_the_layers_above_it(app: str) -> None:
+    assert _app_files(app), f"no modules found for {app}"
+    assert _upward_imports(app) == []
+
+
+def test_the_check_sees_lazy_relative_and_dynamic_imports() -> None:
+    source = """
+import routing.rules
+from routing import state
+from . import snapshot
+from ..analytics import models
+
+def later():
+    from chatflows.services import adiscover_all
+    import_module("routing.services")
+    importlib.import_module("analytics.models")
+
+class Admin:
+    def action(self):
+        import chatflows.models as m
+"""
+    found = sorted(name for _, name in imported_modules(source, package="backends.management"))
+
+    assert found == sorted(
+        [
+            "routing.rules",
+            "routing",
+            "backends.management",  # relative imports stay inside their own app
+            "backends.analytics",
+            "chatflows.services",
+            "routing.services",
+            "analytics.models",
+            "chatflows.models",
+        ]
+    )
+
+
+# --- the hooks that replace the upward imports ----------------------------------------
+
+
+@pytest.fixture
+def restore_hooks() -> Iterator[None]:
+    source, deriver = policy._source, keywords._deriver
+    yield
+    policy.use_health_policy(source)
+    keywords.use_keyword_deriver(deriver)
+
+
+@pytest.mark.django_db
+def test_backends_read_the_routing_policy_through_the_hook(backend: Backend) -> None:
+    RoutingPolicy.objects.create(
+        cooldown_failures=1,
+        cooldown_seconds=5,
+        health_cache_ttl_seconds=7,
+        flow_cache_ttl_seconds=11,
+    )
+
+    assert health_policy() == HealthPolicy(
+        cooldown_failures=1,
+        cooldown_seconds=5,
+        health_cache_ttl_seconds=7,
+        flow_cache_ttl_seconds=11,
+    )
+    outcome = health_record(backend=backend, result=HealthResult(ok=False, latency_ms=1.0))
+    assert outcome.in_cooldown  # after one failure, as this policy says
+
+
+def test_without_a_source_the_health_policy_is_the_routing_policy_defaults(
+    restore_hooks: None,
+) -> None:
+    policy.use_health_policy(HealthPolicy)
+
+    unsaved = RoutingPolicy()  # its fields' defaults
+    defaults = {
+        field.name: getattr(unsaved, field.name) for field in dataclasses.fields(HealthPolicy)
+    }
+    assert health_policy() == HealthPolicy(**defaults)
+
+
+@pytest.mark.django_db
+def test_flow_keywords_come_from_the_intent_rules_routing_registers() -> None:
+    defaults_load()
+
+    assert "code-review" in keywords.flow_keywords(name="Code review bot")
+
+
+def test_without_a_deriver_a_flow_gets_no_keywords(restore_hooks: None) -> None:
+    keywords.use_keyword_deriver(keywords._no_keywords)
+
+    assert keywords.flow_keywords(name="Code review bot", endpoint_name="code_review") == []
