@@ -1,19 +1,26 @@
 """Admin for discovered flows, and the backends' "discover flows now" action.
 
-Keywords edited here survive later discoveries.
+What a flow is on its backend (name, type, deployment, description) is
+shown, never edited here: it changes on the backend, through the lifecycle
+actions below, and the row follows. Flywheel's own fields (intent keywords,
+scope, generic) are edited here; keywords edited here survive discoveries.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from backends.adapters import run_sync
 from backends.admin import BackendAdmin
 from backends.models import Backend
+from chatflows.lifecycle import chatflow_delete, chatflow_deploy
 from chatflows.models import Flow
+from chatflows.rows import SYNCED_FIELDS
 from chatflows.services import flows_discover_now
 from flywheel.errors import ApplicationError
 
@@ -42,7 +49,15 @@ class FlowAdmin(admin.ModelAdmin):
     ]
     search_fields = ["name", "external_id", "description", "endpoint_name"]
     list_select_related = ["backend"]
-    readonly_fields = ["backend", "external_id", "first_seen_at", "last_seen_at", "removed_at"]
+    readonly_fields = [
+        "backend",
+        "external_id",
+        *SYNCED_FIELDS,
+        "first_seen_at",
+        "last_seen_at",
+        "removed_at",
+    ]
+    actions = ["deploy_on_backend", "undeploy_on_backend", "delete_on_backend"]
     fields = [
         "backend",
         "external_id",
@@ -67,6 +82,41 @@ class FlowAdmin(admin.ModelAdmin):
         if "intent_keywords" in form.changed_data:
             obj.keywords_edited = True
         super().save_model(request, obj, form, change)
+
+    def _on_backend(
+        self,
+        request: HttpRequest,
+        flows: QuerySet[Flow],
+        operation: Callable[..., Awaitable[dict[str, Any]]],
+        done: str,
+        **arguments: Any,
+    ) -> None:
+        """Run one lifecycle operation per flow, as staff (tenant None), reporting each."""
+        for flow in flows.select_related("backend"):
+            try:
+                run_sync(
+                    operation,
+                    tenant=None,
+                    chatflow_id=flow.external_id,
+                    backend=str(flow.backend_id),
+                    **arguments,
+                )
+            except ApplicationError as err:
+                self.message_user(request, f"{flow}: {err.message}", messages.ERROR)
+            else:
+                self.message_user(request, f"{flow}: {done}", messages.SUCCESS)
+
+    @admin.action(description="Deploy selected flows on their backends")
+    def deploy_on_backend(self, request: HttpRequest, queryset: QuerySet[Flow]) -> None:
+        self._on_backend(request, queryset, chatflow_deploy, "deployed", deployed=True)
+
+    @admin.action(description="Undeploy selected flows on their backends")
+    def undeploy_on_backend(self, request: HttpRequest, queryset: QuerySet[Flow]) -> None:
+        self._on_backend(request, queryset, chatflow_deploy, "undeployed", deployed=False)
+
+    @admin.action(description="Delete selected flows from their backends")
+    def delete_on_backend(self, request: HttpRequest, queryset: QuerySet[Flow]) -> None:
+        self._on_backend(request, queryset, chatflow_delete, "deleted from its backend")
 
 
 class BackendDiscoveryAdmin(BackendAdmin):

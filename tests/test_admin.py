@@ -323,3 +323,50 @@ def test_the_discovery_action_discovers_the_selected_backends(
     shown = [str(m) for m in result.context["messages"]]
     assert f"{backend.name}: 2 added, 0 updated, 0 removed" in shown
     assert Flow.objects.filter(backend=backend).count() == 2
+
+
+def test_what_a_flow_is_on_its_backend_is_not_edited_in_the_admin(
+    admin_client: Client, backend: Backend
+) -> None:
+    flow = Flow.objects.create(backend=backend, external_id="f", name="Echo", deployed=False)
+
+    admin_client.post(
+        _url(Flow, "change", flow.pk),
+        {"name": "Renamed", "deployed": "on", "intent_keywords": "[]", "scope": "any"},
+    )
+
+    flow.refresh_from_db()
+    assert (flow.name, flow.deployed) == ("Echo", False)  # changed on the backend, not here
+
+
+@respx.mock
+@pytest.mark.django_db(transaction=True)
+def test_the_flow_actions_deploy_and_delete_on_the_backend_first(
+    admin_client: Client, backend: Backend
+) -> None:
+    record = response("flowise", "chatflow_get").json()
+    flow = Flow.objects.create(
+        backend=backend, external_id=record["id"], name=record["name"], deployed=False
+    )
+    deployed = respx.put(f"{backend.base_url}/api/v1/chatflows/{record['id']}").mock(
+        return_value=response("flowise", "chatflow_get")  # the record, deployed
+    )
+    deleted = respx.delete(f"{backend.base_url}/api/v1/chatflows/{record['id']}").mock(
+        return_value=response("flowise", "chatflow_delete_unknown")  # gone already
+    )
+    changelist = _url(Flow, "changelist")
+
+    admin_client.post(changelist, {"action": "deploy_on_backend", "_selected_action": [flow.pk]})
+    flow.refresh_from_db()
+    deployed_after = flow.deployed
+    result = admin_client.post(
+        changelist, {"action": "delete_on_backend", "_selected_action": [flow.pk]}, follow=True
+    )
+    flow.refresh_from_db()
+
+    assert deployed.call_count == 1
+    assert deployed_after is True
+    assert deleted.call_count == 1
+    shown = [str(m) for m in result.context["messages"]]
+    assert any("not found in the database" in m for m in shown), shown
+    assert flow.removed_at is not None
