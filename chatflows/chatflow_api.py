@@ -48,7 +48,10 @@ def body_of(request: HttpRequest, allowed: set[str]) -> dict[str, Any]:
 
 
 def backend_param(request: HttpRequest) -> str | None:
-    return request.GET.get("backend") or None
+    """``?backend=``, or None when it is absent or blank once trimmed: an empty value
+    (allowEmptyValue) names no backend, so it filters nothing."""
+    value = request.GET.get("backend")
+    return value if value is not None and value.strip() else None
 
 
 @async_api("GET", "POST")

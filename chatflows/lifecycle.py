@@ -143,7 +143,9 @@ def check_flow_id(value: Any, field: str = "chatflow_id") -> str:
 
 
 def check_backend(value: Any) -> str | None:
-    if value is None or value == "":
+    """The backend named (an id or a name, trimmed), or None when none is: absent, or a
+    string blank once trimmed (``?backend=`` sent empty, as allowEmptyValue permits)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if not isinstance(value, str | int) or isinstance(value, bool):
         raise _invalid("backend", "backend must be a backend's id or name.", "type", value)
@@ -358,7 +360,7 @@ def _row_fields(flow: Flow) -> dict[str, Any]:
     return {
         "id": flow.external_id,
         "name": flow.name,
-        "type": flow.flow_type or ("CHATFLOW" if flow.backend.kind == "flowise" else "FLOW"),
+        "type": (flow.flow_type or "CHATFLOW") if flow.backend.kind == "flowise" else "FLOW",
         "deployed": flow.deployed,
         "description": flow.description,
         "backend": flow.backend.name,
@@ -377,8 +379,8 @@ def chatflows_list(
     *, tenant: Tenant | None, backend: str | None = None, flow_type: str | None = None
 ) -> list[dict[str, Any]]:
     """The flows Flywheel knows on the backends the caller may see (kept by discovery and
-    by every write made through Flywheel), newest backend name order; ``backend`` and
-    ``flow_type`` narrow it."""
+    by every write made through Flywheel), by backend name then flow name; ``backend``
+    and ``flow_type`` narrow it. Langflow flows have no type: they show as "FLOW"."""
     backend = check_backend(backend)
     rows = Flow.objects.active().filter(
         backend__in=Backend.objects.filter(_visible(tenant)), backend__kind__in=KINDS

@@ -120,7 +120,8 @@ BACKEND = {
     "in": "query",
     "required": False,
     "allowEmptyValue": True,
-    "description": "A backend's id or name: where the flow is, or where a new one goes.",
+    "description": "A backend's id or name: where the flow is, or where a new one goes. "
+    "Empty, or blank once trimmed: no backend named.",
     "schema": {"type": "string", "maxLength": MAX_BACKEND},
 }
 TYPE = {

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from analytics.models import Outcome, RoutingDecision
 from analytics.selectors import decision_get, decisions_for
-from chatflows.chatflow_api import body_of
+from chatflows.chatflow_api import backend_param, body_of
 from flywheel.asyncapi import async_api, json_body
 from flywheel.asyncdb import db
 from flywheel.authentication import request_api_key
@@ -98,7 +98,7 @@ async def chatflow_predict(
         tenant=api_key.tenant,
         chatflow_id=chatflow_id,
         question=body.get("question"),
-        backend=request.GET.get("backend") or None,
+        backend=backend_param(request),
         session_id=body.get("session_id"),
         fallback=body.get("fallback", False),
         include_routing_metadata=body.get("include_routing_metadata", True),

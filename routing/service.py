@@ -65,6 +65,7 @@ from routing.sessions import (
     session_remember,
 )
 from routing.state import RoutingState, current_state, now
+from routing.state import forget as forget_state
 
 logger = logging.getLogger(__name__)
 
@@ -127,12 +128,15 @@ class _Query:
         intent = self.intent
         qt = self.query_type
         self.timings.setdefault("total_ms", round((time.perf_counter() - self.started) * 1000, 3))
+        # A session opened for this query whose id the caller never got (no answer) is
+        # not kept: it would be a conversation nobody can continue or look up.
+        opened_here = self.request.session_id is None and fields.get("answer") is None
         return DecisionData(
             request_id=self.request_id,
             tenant_id=self.tenant.pk,
             question=self.request.question,
             outcome=outcome,
-            session_id=self.session_id,
+            session_id=None if opened_here else self.session_id,
             intent=intent.intent if intent else "",
             intent_confidence=intent.confidence if intent else None,
             intent_method=intent.method if intent else "",
@@ -266,23 +270,40 @@ async def _plan(
             preference=request.backend,
             now=now(),
         )
-    try:
+    flow = request.flow
+
+    def planned(current: RoutingState) -> Plan:
         return plan_flow(
-            state,
+            current,
             tenant_id=tenant_id,
             intent=intent,
             query_type=qt,
-            flow=request.flow,
+            flow=flow,
             preference=request.backend,
             fallback=request.fallback,
             now=now(),
         )
+
+    try:
+        return planned(state)
     except FlowNotRoutable:
-        raise await db(_why_not_routable)(tenant, request.flow, request.backend) from None
+        refused = await db(_why_not_routable)(tenant, flow, request.backend)
+        if refused is not None:
+            raise refused from None
+    # The database has it runnable: a flow created or deployed within the last second,
+    # newer than this process's memo of the routing state. Read the state again, once.
+    forget_state()
+    try:
+        return planned(await current_state())
+    except FlowNotRoutable:
+        raise BackendUnavailableError(
+            f"Flow {flow!r} cannot run yet; try again in a second.", details={"flow": flow}
+        ) from None
 
 
-def _why_not_routable(tenant: Tenant | None, flow: str, backend: str) -> ApplicationError:
-    """Why a named flow cannot run (read from the database, on this error path only)."""
+def _why_not_routable(tenant: Tenant | None, flow: str, backend: str) -> ApplicationError | None:
+    """Why a named flow cannot run, read from the database on this error path only;
+    None when the database has it runnable (the routing state is behind)."""
     named = None if backend.lower() in {"auto", *KINDS} else backend
     try:
         target = resolve_flow(tenant=tenant, flow_id=flow, backend=named)
@@ -304,10 +325,7 @@ def _why_not_routable(tenant: Tenant | None, flow: str, backend: str) -> Applica
             f"Backend {row.backend.name!r} of flow {row.name!r} is disabled.",
             details={"backend": row.backend.name, "flow": flow},
         )
-    return BackendUnavailableError(  # a flow made a moment ago, not yet in this process's view
-        f"Flow {row.name!r} cannot run yet; try again in a second.",
-        details={"backend": row.backend.name, "flow": flow},
-    )
+    return None
 
 
 def _history_for(query: _Query) -> HistoryFor:

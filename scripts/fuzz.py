@@ -3,10 +3,12 @@
 What it sets up, all its own and all stopped again at the end: a PostgreSQL
 database (flywheel_fuzz_<checkout>, recreated), a cache prefix in Redis
 (fuzz_<checkout>, its old keys deleted first), a stand-in Flowise on a
-free port that really answers (ping, chatflows, predictions, streamed ones
-too), registered as a shared backend the way an administrator would
-(`add_backend`, `discover_flows`, `check_health`), an API key of the default
-tenant, and Flywheel itself under uvicorn on a free port. Then
+free port that really answers (ping, the chatflows' list and CRUD, the
+AgentFlow V2 generator, predictions, streamed ones too), registered as a
+shared backend the way an administrator would (`add_backend`,
+`discover_flows`, `check_health`), an API key of the default tenant, and
+Flywheel itself under uvicorn on a free port, with a generator model
+configured (FLOWISE_GENERATOR_MODEL, which the stand-in accepts). Then
 `schemathesis run` sends generated requests to every operation of
 /api/v1/schema with that key. Exit status: schemathesis's (non-zero when a
 check failed).
@@ -34,10 +36,12 @@ import signal
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import schemathesis
 
@@ -50,8 +54,9 @@ from bench.standin import read_body  # noqa: E402
 STANDIN = "fuzz-standin"
 MAX_EXAMPLES = 20
 MAX_SECONDS = 150
-# Flows the stand-in lists: one named after each shipped intent, so that discovery
-# gives every intent a flow and a generated question can always be answered.
+# Flows the stand-in starts with (ids flow-0, flow-1, ...): one named after each shipped
+# intent, so that discovery gives every intent a flow and a generated question can
+# always be answered.
 FLOWS = (
     "general",
     "code review",
@@ -60,6 +65,12 @@ FLOWS = (
     "summarize",
     "creative orientation",
 )
+FLOW_IDS = tuple(f"flow-{i}" for i in range(len(FLOWS)))
+# A real flow's flowData (a JSON string, as Flowise takes and gives it), and the nodes
+# and edges the stand-in's generator answers with.
+PEERS = ROOT / "tests" / "peers"
+ECHO_FLOW = json.dumps(json.loads((PEERS / "flowise-echo-chatflow.json").read_text()))
+GENERATED = json.loads((PEERS / "flowise-echo-agentflow.json").read_text())
 
 # --- the check -----------------------------------------------------------------------
 
@@ -116,6 +127,11 @@ INTENTS = ("general", "code-review", "technical-analysis", "document-qa", "creat
 BACKENDS = ("auto", "flowise", STANDIN)
 SLUG = re.compile(r"[-a-z0-9_]{1,50}")
 URL = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+([/?#]\S*)?")
+# As chatflows.lifecycle (not imported: this file is loaded without Django).
+FLOW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
+MAX_BACKEND = 100
+CHATFLOWS = "/api/v1/chatflows"
+GENERATOR_MODEL = {"name": "chatOpenAI", "inputs": {"modelName": "stand-in"}}
 DOWN_ADDRESS = "127.255.255.1"
 _names = itertools.count(1)
 
@@ -143,28 +159,188 @@ def _fit_backend(body: dict[str, Any]) -> None:
         body["name"] = f"{name.strip()[:90]}-{next(_names)}"
 
 
+def _is_flow(text: str) -> bool:
+    """Whether ``text`` is flowData the lifecycle takes: a JSON object with nodes and edges
+    lists (its 1 MB bound is far beyond what the fuzzer sends)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and all(isinstance(data.get(k), list) for k in ("nodes", "edges"))
+
+
+def _fit_chatflow(case: schemathesis.Case) -> None:
+    """The flow lifecycle's operations (chatflows/lifecycle.py).
+
+    - ``flow_data``: any non-empty string passes the schema, but only a JSON object
+      with nodes and edges lists is a flow (JSON is not a regular language): a
+      string that is not one becomes a real flow's.
+    - ``{chatflow_id}``: an id of the right form mostly names no flow; two times in
+      three it becomes one of the stand-in's (always for ``generate``, which routes to
+      the generator instead), the rest stay unknown, so not-found is tested too.
+      The stand-in is shared: a tenant's key reads and runs its flows, and writing
+      them is refused (403), as it should be.
+    - ``?backend=``: a value naming no backend becomes the stand-in's name or is left
+      blank (no backend named). A create always names the stand-in (403, a shared
+      backend): without one, a new flow goes to the key's only backend, and the
+      fuzzer's key has none or several of its own (400, "name the backend").
+    """
+    path = case.operation.path
+    if isinstance(case.body, dict):
+        flow_data = case.body.get("flow_data")
+        if isinstance(flow_data, str) and flow_data and not _is_flow(flow_data):
+            case.body["flow_data"] = ECHO_FLOW
+    flow_id = (case.path_parameters or {}).get("chatflow_id")
+    if (
+        isinstance(flow_id, str)
+        and FLOW_ID.fullmatch(flow_id)
+        and flow_id not in FLOW_IDS
+        and (flow_id == "generate" or len(flow_id) % 3)
+    ):
+        case.path_parameters["chatflow_id"] = _pick(FLOW_IDS, flow_id)
+    create = path == CHATFLOWS and case.method.upper() == "POST"
+    if create and case.query is None:
+        case.query = {}
+    if not isinstance(case.query, dict):
+        return
+    backend = case.query.get("backend")
+    if backend == STANDIN or not (
+        backend is None or (isinstance(backend, str) and len(backend) <= MAX_BACKEND)
+    ):
+        return
+    if create:
+        case.query["backend"] = STANDIN
+    elif backend is not None and backend.strip():
+        case.query["backend"] = STANDIN if len(backend) % 2 else ""
+
+
 @schemathesis.hook
 def before_call(
     context: schemathesis.HookContext, case: schemathesis.Case, kwargs: dict[str, Any]
 ) -> None:
+    path = case.operation.path
+    if path == CHATFLOWS or path.startswith(f"{CHATFLOWS}/"):
+        _fit_chatflow(case)
     if not isinstance(case.body, dict):
         return
-    if case.operation.path in {"/api/v1/query", "/api/v1/route"}:
+    if path in {"/api/v1/query", "/api/v1/route"}:
         _fit_query(case.body)
-    elif case.operation.path.startswith("/api/v1/backends"):
+    elif path.startswith("/api/v1/backends"):
         _fit_backend(case.body)
 
 
 # --- the stand-in Flowise ------------------------------------------------------------
 
+# Answers as Flowise 3.1.4 does (../shared/peers/FLOWISE.md, tests/fixtures/flowise):
+# records with flowData as a JSON string, 200 for a create, a partial merge for an
+# update, "not found in the database" (404, or 500 for a delete) for unknown ids, and
+# errors as {statusCode, success, message, stack}. Flows live in memory, for the run.
+TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
+WORKSPACE = "00000000-0000-4000-8000-000000000000"
+_flows: dict[str, dict[str, Any]] = {}
 
-async def _reply(send: Any, status: int, content_type: str, body: bytes) -> None:
-    headers = [(b"content-type", content_type.encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _prediction(request: dict[str, Any]) -> tuple[str, bytes]:
+def _record(flow_id: str, name: Any, flow_data: Any, flow_type: Any, deployed: Any) -> dict:
+    now = _now()
+    return {
+        "id": flow_id,
+        "name": name,
+        "flowData": flow_data,
+        "deployed": deployed,
+        "isPublic": None,
+        "apikeyid": None,
+        "chatbotConfig": None,
+        "apiConfig": None,
+        "analytic": None,
+        "speechToText": None,
+        "textToSpeech": None,
+        "followUpPrompts": None,
+        "category": None,
+        "type": flow_type,
+        "createdDate": now,
+        "updatedDate": now,
+        "mcpServerConfig": None,
+        "webhookSecretConfigured": False,
+        "workspaceId": WORKSPACE,
+    }
+
+
+def _seed() -> None:
+    for flow_id, name in zip(FLOW_IDS, FLOWS, strict=True):
+        _flows[flow_id] = _record(flow_id, name, ECHO_FLOW, "CHATFLOW", True)
+
+
+class Refused(Exception):
+    """A Flowise error answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def _not_found(flow_id: str, where: str = "") -> Refused:
+    status = 500 if where else 404
+    return Refused(status, f"{where}Chatflow {flow_id} not found in the database!")
+
+
+def _checked_flow_data(value: Any) -> None:
+    """Flowise parses flowData with JSON.parse: anything else is a 500 saying so."""
+    text = value if isinstance(value, str) else "[object Object]" if value else "undefined"
+    try:
+        json.loads(text)
+    except ValueError:
+        raise Refused(500, f'"{text[:40]}" is not valid JSON') from None
+
+
+def _create(body: dict[str, Any]) -> dict[str, Any]:
+    if body.get("type") not in TYPES:
+        raise Refused(400, "Invalid Chatflow Type")
+    _checked_flow_data(body.get("flowData"))
+    if not isinstance(body.get("name"), str):
+        raise Refused(500, "SQLITE_CONSTRAINT: NOT NULL constraint failed: chat_flow.name")
+    flow_id = str(uuid.uuid4())
+    record = _record(flow_id, body["name"], body["flowData"], body["type"], body.get("deployed"))
+    _flows[flow_id] = record
+    return {**record, "webhookSecret": None}
+
+
+def _update(flow_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    if flow_id not in _flows:
+        raise _not_found(flow_id)
+    if "flowData" in body:
+        _checked_flow_data(body["flowData"])
+    fields = {k: v for k, v in body.items() if k not in {"id", "workspaceId", "createdDate"}}
+    _flows[flow_id].update(fields, updatedDate=_now())
+    return {**_flows[flow_id], "webhookSecret": None}
+
+
+def _generate(body: dict[str, Any]) -> dict[str, Any]:
+    if not body.get("question") or not body.get("selectedChatModel"):
+        raise Refused(500, "Question and selectedChatModel are required")
+    return {"nodes": GENERATED["nodes"], "edges": GENERATED["edges"]}
+
+
+def _listed(query: dict[str, list[str]]) -> Any:
+    """A bare array, or {data, total} when both page and limit are positive."""
+    kind = (query.get("type") or [""])[0]
+    records = [r for r in _flows.values() if kind not in TYPES or r["type"] == kind]
+    records.sort(key=lambda r: r["updatedDate"], reverse=True)
+    try:
+        page, limit = int(query["page"][0]), int(query["limit"][0])
+    except (KeyError, ValueError):
+        page = limit = 0
+    if page > 0 and limit > 0:
+        return {"data": records[(page - 1) * limit : page * limit], "total": len(records)}
+    return records
+
+
+def _prediction(flow_id: str, request: dict[str, Any]) -> tuple[str, bytes]:
+    if flow_id not in _flows:
+        raise _not_found(flow_id)
     text = f"Echo: {request.get('question', '')}"
     session = str((request.get("overrideConfig") or {}).get("sessionId") or "s")
     if not request.get("streaming"):
@@ -177,25 +353,62 @@ def _prediction(request: dict[str, Any]) -> tuple[str, bytes]:
     return "text/event-stream", stream.encode()
 
 
+def _answer(method: str, path: str, query: dict[str, list[str]], body: Any) -> Any:
+    """The JSON answer to one API call; raises Refused for Flowise's errors."""
+    one = re.fullmatch(r"/api/v1/chatflows/([^/]+)", path)
+    if path == "/api/v1/chatflows" and method == "GET":
+        return _listed(query)
+    if path == "/api/v1/chatflows" and method == "POST":
+        return _create(body)
+    if one and method == "GET":
+        if one[1] not in _flows:
+            raise _not_found(one[1])
+        return _flows[one[1]]
+    if one and method == "PUT":
+        return _update(one[1], body)
+    if one and method == "DELETE":
+        if _flows.pop(one[1], None) is None:
+            raise _not_found(one[1], "Error: chatflowsService.deleteChatflow - ")
+        return {"raw": [], "affected": 1}
+    if path == "/api/v1/agentflowv2-generator/generate" and method == "POST":
+        return _generate(body)
+    raise Refused(404, "Not found")
+
+
+async def _reply(send: Any, status: int, content_type: str, body: bytes) -> None:
+    headers = [(b"content-type", content_type.encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 async def standin(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Flowise's ping, chatflow list and prediction API, answered at once."""
+    """Flowise's ping, chatflow CRUD, generator and prediction API, answered at once."""
     if scope["type"] != "http":
         return
-    body = await read_body(receive)
-    path = scope["path"]
-    if path == "/api/v1/ping":
-        await _reply(send, 200, "text/html", b"pong")
-    elif path == "/api/v1/chatflows":
-        records = [
-            {"id": f"flow-{i}", "name": name, "type": "CHATFLOW", "deployed": True}
-            for i, name in enumerate(FLOWS)
-        ]
-        payload = {"data": records, "total": len(records)}
-        await _reply(send, 200, "application/json", json.dumps(payload).encode())
-    elif path.startswith("/api/v1/prediction/") and scope["method"] == "POST":
-        await _reply(send, 200, *_prediction(json.loads(body or b"{}")))
-    else:
-        await _reply(send, 404, "application/json", b'{"message": "Not found"}')
+    raw = await read_body(receive)
+    path, method = scope["path"], scope["method"]
+    query = parse_qs(scope.get("query_string", b"").decode())
+    try:
+        body = json.loads(raw) if raw else {}
+        if raw and not isinstance(body, dict):
+            raise Refused(400, "The request body must be a JSON object")
+        if path == "/api/v1/ping":
+            await _reply(send, 200, "text/html", b"pong")
+        elif path.startswith("/api/v1/prediction/") and method == "POST":
+            await _reply(send, 200, *_prediction(path.rsplit("/", 1)[1], body))
+        else:
+            answer = _answer(method, path, query, body)
+            await _reply(send, 200, "application/json", json.dumps(answer).encode())
+    except ValueError as err:  # a body that is not JSON
+        await _error(send, Refused(400, str(err)))
+    except Refused as refused:
+        await _error(send, refused)
+
+
+async def _error(send: Any, refused: Refused) -> None:
+    shown = {"statusCode": refused.status, "success": False, "message": refused.message}
+    body = json.dumps({**shown, "stack": {}}).encode()
+    await _reply(send, refused.status, "application/json", body)
 
 
 # --- set-up and run ------------------------------------------------------------------
@@ -231,6 +444,8 @@ def environment() -> dict[str, str]:
         "LLM_BASE_URL": "",
         "QUERY_ROUTING_ENABLED": "true",
         "QUERY_ROUTING_USE_LLM": "false",
+        # The chat model generate sends: the stand-in's generator takes any.
+        "FLOWISE_GENERATOR_MODEL": json.dumps(GENERATOR_MODEL),
     }
 
 
@@ -372,6 +587,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["standin"]:
         import uvicorn
 
+        _seed()
         uvicorn.run(standin, host="127.0.0.1", port=int(sys.argv[2]), log_level="error")
     else:
         sys.exit(main(sys.argv[1:]))

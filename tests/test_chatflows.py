@@ -18,11 +18,13 @@ from rest_framework.test import APIClient
 
 from analytics.models import RoutingDecision
 from backends.models import Backend, BackendHealth
-from chatflows.lifecycle import check_flow_id, suggested_name
+from chatflows import snapshot as flows_snapshot
+from chatflows.lifecycle import check_backend, check_flow_id, suggested_name
 from chatflows.models import Flow
 from flywheel.errors import ValidationError
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
+from routing.models import Session
 from routing.recording import drain
 from tests.captured import body, response
 from tests.routing_world import FW_ANSWER, World, refresh
@@ -139,6 +141,33 @@ def test_generate_needs_a_ten_character_description(mine: Mine) -> None:
 
     assert result.status_code == 400
     assert _error(result)["details"]["constraint"] == "minLength"
+
+
+@pytest.mark.parametrize("blank", ["", "%20", "%09", "%0C", "%0A%20%0B"])
+def test_a_blank_backend_names_none_so_it_filters_nothing(
+    world: World, api_client: APIClient, blank: str
+) -> None:
+    # ?backend= is allowEmptyValue: sent empty, or blank once trimmed, it names no backend.
+    flow = world.fw_flow.external_id
+    world.router.get(f"http://fw.test/api/v1/chatflows/{flow}").mock(
+        return_value=response("flowise", "chatflow_get")
+    )
+
+    listed = api_client.get(f"/api/v1/chatflows?backend={blank}")
+    got = api_client.get(f"/api/v1/chatflows/{flow}?backend={blank}")
+    ran = api_client.post(
+        f"/api/v1/chatflows/{flow}/predict?backend={blank}", {"question": "hi"}, format="json"
+    )
+    deploy = api_client.post(f"/api/v1/chatflows/{flow}/deploy?backend={blank}")
+
+    assert listed.status_code == 200, listed.json()
+    assert {f["backend"] for f in listed.json()} >= {"fw", "lf"}
+    assert got.status_code == 200, got.json()
+    assert got.json()["backend"] == "fw"
+    assert ran.status_code == 200, ran.json()
+    assert deploy.status_code == 403  # found without a backend named; shared: staff only
+    assert check_backend(" \t\x0c\n") is None
+    assert check_backend(" fw ") == "fw"
 
 
 # --- writes go to the backend, then the rows follow -------------------------------------
@@ -526,3 +555,40 @@ def test_a_flow_id_that_could_leave_the_backends_path_is_refused(
     assert "flow" in _error(query)["details"]["fields"]
     assert refused.value.details["field"] == "chatflow_id"
     assert not world.router.calls
+
+
+def test_a_flow_made_a_moment_ago_runs_at_once(world: World, api_client: APIClient) -> None:
+    # This process's routing state was read before the flow existed (it is kept ~1 s).
+    assert api_client.post("/api/v1/query", {"question": "hi"}, format="json").status_code == 200
+    fresh = Flow.objects.create(
+        backend=world.fw, external_id="made-just-now", name="new", deployed=True
+    )
+    flows_snapshot.publish_flows()  # as the lifecycle does after a create or deploy
+
+    result = api_client.post(
+        "/api/v1/chatflows/made-just-now/predict", {"question": "hello"}, format="json"
+    )
+
+    assert result.status_code == 200, result.json()
+    assert result.json()["routing"]["flow"] == fresh.name
+
+
+def test_a_refused_or_failed_run_leaves_no_session_nobody_can_reach(
+    world: World, api_client: APIClient
+) -> None:
+    world.fail(world.fw_route)
+    sessions = Session.objects.count()
+
+    refused = api_client.post("/api/v1/chatflows/no-such-flow/predict", {"question": "hi"}, "json")
+    failed = api_client.post(
+        f"/api/v1/chatflows/{world.fw_flow.external_id}/predict", {"question": "hi"}, "json"
+    )
+    drain()
+
+    assert (refused.status_code, failed.status_code) == (404, 502)
+    decisions = RoutingDecision.objects.filter(
+        request_id__in=[_error(r)["details"]["request_id"] for r in (refused, failed)]
+    )
+    assert sorted(d.outcome for d in decisions) == ["failed", "rejected"]
+    assert all(d.session_id is None for d in decisions)
+    assert Session.objects.count() == sessions
