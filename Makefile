@@ -65,6 +65,7 @@ bench: $(VENV)/.dev-installed
 	$(PY) bench/routing_decision.py
 	$(PY) bench/ratelimit.py
 	$(PY) bench/rest.py
+	$(PY) bench/mcp.py
 
 # Re-pin: resolve the top-level requirements in a scratch venv and freeze them.
 lock:

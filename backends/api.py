@@ -178,7 +178,9 @@ def _shown_schema(*, many: bool) -> PolymorphicProxySerializer:
     )
 
 
-def _shown(backend: Backend) -> dict[str, Any]:
+def backend_shown(backend: Backend) -> dict[str, Any]:
+    """A backend as a tenant's key may see it (every door shows this): a shared one by
+    name, kind and health only; the tenant's own with its settings, never its key."""
     if backend.tenant_id is None:
         return SharedBackendSerializer(backend).data
     return BackendSerializer(backend).data
@@ -222,7 +224,7 @@ class BackendViewSet(viewsets.ViewSet):
     @extend_schema(responses=_shown_schema(many=True))
     def list(self, request: Request) -> Response:
         backends = backends_visible_to(request_api_key(request).tenant)
-        return Response([_shown(backend) for backend in backends])
+        return Response([backend_shown(backend) for backend in backends])
 
     def create(self, request: Request) -> Response:
         serializer = BackendSerializer(data=request.data)
@@ -234,7 +236,7 @@ class BackendViewSet(viewsets.ViewSet):
 
     @extend_schema(responses=_shown_schema(many=False))
     def retrieve(self, request: Request, pk: str) -> Response:
-        return Response(_shown(self._backend(request, pk)))
+        return Response(backend_shown(self._backend(request, pk)))
 
     def update(self, request: Request, pk: str) -> Response:
         return self._update(request, pk, partial=False)

@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "chatflows",
     "routing",
     "analytics",
+    "agents",
 ]
 
 MIDDLEWARE = [

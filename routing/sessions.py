@@ -12,6 +12,8 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from django.db.models import Count, OuterRef, Subquery
+
 from flywheel.cache import shared_cache, shared_cache_set
 from flywheel.errors import NotFoundError, ValidationError
 from routing.models import Session, Turn
@@ -19,6 +21,7 @@ from routing.recording import settle
 from routing.requests import SESSION_ID_RULE
 
 RECENT_TURNS = 5
+MAX_SESSIONS_LISTED = 500
 SESSION_KEY = "flywheel:session:{id}"
 SESSION_CACHE_SECONDS = 24 * 3600
 
@@ -144,3 +147,36 @@ def session_history(*, tenant_id: int, session_id: str | uuid.UUID) -> list[Past
         "created_at", "id"
     )
     return [_past(t) for t in turns]
+
+
+def sessions_list(*, tenant_id: int, limit: int = 50) -> list[dict[str, Any]]:
+    """The tenant's conversations, most recently active first (at most ``limit``, 1-500),
+    once this process's pending writes have landed: each with ``id``, ``created_at``,
+    ``updated_at``, ``first_question`` and ``turn_count``.
+
+    Sessions without a turn are left out: a query that got no answer (refused, or every
+    backend failed) still records its session, whose id its caller never received. One
+    query. Raises ValidationError for a ``limit`` out of range.
+    """
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or not 0 < limit <= MAX_SESSIONS_LISTED
+    ):
+        raise ValidationError(
+            f"limit must be an integer from 1 to {MAX_SESSIONS_LISTED}.",
+            details={"fields": {"limit": f"Must be an integer from 1 to {MAX_SESSIONS_LISTED}."}},
+        )
+    settle()
+    first = Turn.objects.filter(session=OuterRef("pk")).order_by("created_at", "id")
+    rows = (
+        Session.objects.filter(tenant_id=tenant_id)
+        .annotate(
+            turn_count=Count("turns"),
+            first_question=Subquery(first.values("question")[:1]),
+        )
+        .filter(turn_count__gt=0)
+        .order_by("-updated_at", "-id")
+        .values("id", "created_at", "updated_at", "first_question", "turn_count")[:limit]
+    )
+    return list(rows)

@@ -1,0 +1,174 @@
+"""The MCP server: Flywheel's tools for agents, over the services every door shares.
+
+:func:`build_server` registers the tools of agents/tools.py, each behind
+:func:`door`, which
+
+- authenticates the caller and counts the call against its key's rate
+  limit (agents/auth.py), then passes the key's tenant to the tool;
+- turns every application error into the one error shape, and anything
+  else into the InternalError shape (logged with its traceback on stderr,
+  never shown to the client).
+
+:class:`FlywheelMCP` sees to the errors the SDK itself raises (arguments
+that fail the input schema, an unknown tool), so that every failed call's
+text is exactly ``{"error": {"type", "message", "details"}}``: the SDK
+would prefix it with "Error executing tool <name>: ".
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import ValidationError as SchemaError
+
+from agents import tools
+from agents.auth import Caller, admitted
+from backends.adapters import close_adapters
+from flywheel.errors import ApplicationError, error_body, internal_error_body
+from routing.recording import drain
+from routing.service import answers_finish
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Flywheel routes questions to the best Flowise or Langflow flow. Ask with "
+    "universal_query (pass session_id back to continue a conversation); route_query shows "
+    "the choice without running anything. The chatflow tools manage flows on your own "
+    'backends. A failed call\'s text is JSON: {"error": {"type", "message", "details"}}.'
+)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
+
+# name -> (function, annotations), in the order clients list them.
+TOOLS: dict[str, tuple[Callable[..., Awaitable[CallToolResult]], ToolAnnotations]] = {
+    "universal_query": (tools.universal_query, RUNS),
+    "route_query": (tools.route_query, READ_ONLY),
+    "list_backends": (tools.list_backends, READ_ONLY),
+    "check_backend_health": (tools.check_backend_health, RUNS),
+    "list_flows": (tools.list_flows, READ_ONLY),
+    "list_chatflows": (tools.list_chatflows, READ_ONLY),
+    "get_chatflow": (tools.get_chatflow, READ_ONLY),
+    "create_chatflow": (tools.create_chatflow, WRITES),
+    "update_chatflow": (tools.update_chatflow, WRITES),
+    "delete_chatflow": (tools.delete_chatflow, DELETES),
+    "run_prediction": (tools.run_prediction, RUNS),
+    "deploy_chatflow": (tools.deploy_chatflow, WRITES),
+    "generate_agentflow_v2": (tools.generate_agentflow_v2, RUNS),
+    "get_session_history": (tools.get_session_history, READ_ONLY),
+    "list_sessions": (tools.list_sessions, READ_ONLY),
+}
+
+
+def _shape(body: dict[str, Any]) -> str:
+    return json.dumps(body, ensure_ascii=False)
+
+
+def door(caller: Caller, fn: Callable[..., Awaitable[CallToolResult]]) -> Callable[..., Any]:
+    """``fn(tenant, **arguments)`` as a tool taking only its arguments.
+
+    The published signature is ``fn``'s without ``tenant``, so the SDK builds
+    the schema from the tool's own parameters.
+    """
+    signature = inspect.signature(fn, eval_str=True)
+    published = [p for name, p in signature.parameters.items() if name != "tenant"]
+
+    async def call(**arguments: Any) -> CallToolResult:
+        try:
+            api_key = await admitted(caller)
+            return await fn(api_key.tenant, **arguments)
+        except ApplicationError as err:
+            raise ToolError(_shape(err.as_dict())) from err
+        except Exception as err:
+            logger.exception("MCP tool %s failed inside Flywheel", fn.__name__)
+            raise ToolError(_shape(internal_error_body())) from err
+
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__ = fn.__doc__
+    call.__module__ = fn.__module__
+    call.__signature__ = signature.replace(parameters=published)  # type: ignore[attr-defined]
+    call.__annotations__ = {p.name: p.annotation for p in published} | {
+        "return": signature.return_annotation
+    }
+    return call
+
+
+def _schema_refusal(err: SchemaError) -> dict[str, Any]:
+    """Arguments the input schema refuses, as the services refuse a bad field."""
+    fields = {
+        ".".join(str(part) for part in problem["loc"]) or "arguments": problem["msg"]
+        for problem in err.errors(include_url=False, include_input=False)
+    }
+    return error_body(
+        "ValidationError",
+        "The arguments do not match the tool's input schema.",
+        {"fields": fields},
+    )
+
+
+def error_shape(name: str, exc: ToolError) -> dict[str, Any]:
+    """The error shape of a failed call, whoever raised it."""
+    cause = exc.__cause__
+    if isinstance(exc, UnexpectedToolError):  # the SDK's own conversion failed: a bug here
+        logger.error("MCP tool %s failed inside the SDK", name, exc_info=exc)
+        return internal_error_body()
+    if isinstance(cause, SchemaError):
+        return _schema_refusal(cause)
+    if isinstance(cause, ToolError):  # raised by door(): already the shape
+        try:
+            shaped = json.loads(str(cause))
+        except ValueError:
+            shaped = None
+        if isinstance(shaped, dict) and "error" in shaped:
+            return shaped
+    if str(exc).startswith("Unknown tool"):
+        return error_body("NotFoundError", f"No tool {name!r}.", {"tool": name[:100]})
+    return error_body("ValidationError", str(exc)[:500])
+
+
+class FlywheelMCP(MCPServer[Any]):
+    """MCPServer whose failed calls all answer in Flywheel's error shape."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            raise ToolError(_shape(error_shape(name, exc))) from exc
+
+
+@asynccontextmanager
+async def _lifespan(server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+    """At shutdown, let answers still being produced finish, close the backend clients and
+    let the decisions still being written land (as flywheel/asgi.py's lifespan does)."""
+    try:
+        yield {}
+    finally:
+        await answers_finish()
+        await close_adapters()
+        await sync_to_async(drain, thread_sensitive=False)()
+
+
+def build_server(caller: Caller) -> FlywheelMCP:
+    """The MCP server with every tool, acting for ``caller``."""
+    registered = [
+        Tool.from_function(door(caller, fn), name=name, annotations=annotations)
+        for name, (fn, annotations) in TOOLS.items()
+    ]
+    return FlywheelMCP(
+        name="flywheel", instructions=INSTRUCTIONS, tools=registered, lifespan=_lifespan
+    )

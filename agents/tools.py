@@ -1,0 +1,352 @@
+"""The MCP tools: thin doors over the services every other door calls.
+
+Each takes the caller's tenant first (agents/server.py supplies it from the
+API key and hides it from the published schema), then the tool's arguments
+as typed here; the types and ``Field`` constraints become the inputSchema,
+the return annotation's model (agents/schemas.py) the outputSchema. A tool
+validates nothing beyond that schema: the services check the rest and raise
+the typed errors that agents/server.py turns into the error shape. The
+shared argument types are in agents/arguments.py.
+
+Synchronous services run on the shared executor (``flywheel.asyncdb.db``):
+no ORM call is made on the event loop. A backend, a flow and a session are
+shown with REST's own presenters (backends.api, chatflows.api, routing.api),
+so both doors show the same fields, and never a backend's API key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from django.conf import settings
+from mcp_types import CallToolResult, TextContent
+from pydantic import Field
+
+from agents import schemas, text
+from agents.arguments import (
+    BackendChoice,
+    ChatflowId,
+    ChatflowType,
+    Fallback,
+    FlowData,
+    FlowRef,
+    Intent,
+    Name,
+    OnBackend,
+    Parameters,
+    Question,
+    SessionId,
+)
+from backends.api import backend_shown
+from backends.selectors import backend_get_for, backends_visible_to
+from backends.services import backends_health_check_now
+from chatflows import lifecycle
+from chatflows.api import FlowSerializer
+from chatflows.selectors import flows_visible_to
+from flywheel.asyncdb import db
+from flywheel.errors import ApplicationError
+from flywheel.models import Tenant
+from routing.api import SessionSerializer
+from routing.requests import query_request
+from routing.service import answer_question, route_question, run_flow
+from routing.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
+
+
+def result(readable: str, structured: Mapping[str, Any]) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=readable)], structured_content=dict(structured)
+    )
+
+
+def _absolute(body: dict[str, Any]) -> dict[str, Any]:
+    """trace_url as a link when FLYWHEEL_PUBLIC_URL says where the web app is."""
+    if settings.PUBLIC_URL and body.get("trace_url", "").startswith("/"):
+        body["trace_url"] = settings.PUBLIC_URL + body["trace_url"]
+    return body
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    return {
+        k: str(v) if isinstance(v, uuid.UUID) else v for k, v in fields.items() if v is not None
+    }
+
+
+# --- routing ------------------------------------------------------------------------------
+
+
+async def universal_query(
+    tenant: Tenant,
+    question: Question,
+    intent: Intent = None,
+    backend: BackendChoice = "auto",
+    session_id: SessionId = None,
+    parameters: Parameters = None,
+    include_routing_metadata: Annotated[
+        bool, Field(description="Include routing decision metadata (default true).")
+    ] = True,
+    flow: FlowRef = None,
+    fallback: Fallback = False,
+) -> Annotated[CallToolResult, schemas.QueryAnswer]:
+    """Query AI workflows across all backends with intelligent routing. Classifies the
+    question's intent, picks the best flow on a healthy backend (Flowise or Langflow) by
+    flow match, health and performance, runs it, falls back along a chain when one fails,
+    and keeps the conversation (session_id) across backends."""
+    request = query_request(
+        _given(
+            question=question,
+            intent=intent,
+            backend=backend,
+            session_id=session_id,
+            parameters=parameters,
+            include_routing_metadata=include_routing_metadata,
+            flow=flow,
+            fallback=fallback,
+        )
+    )
+    body = _absolute(await answer_question(request, tenant=tenant))
+    return result(text.query_answer(body), body)
+
+
+async def route_query(
+    tenant: Tenant,
+    question: Question,
+    intent: Intent = None,
+    backend: BackendChoice = "auto",
+    session_id: SessionId = None,
+    flow: FlowRef = None,
+    fallback: Fallback = False,
+) -> Annotated[CallToolResult, schemas.RoutePlan]:
+    """Dry run of universal_query: the intent and every candidate flow with its scores,
+    without running or recording anything."""
+    request = query_request(
+        _given(
+            question=question,
+            intent=intent,
+            backend=backend,
+            session_id=session_id,
+            flow=flow,
+            fallback=fallback,
+        )
+    )
+    plan = await route_question(request, tenant=tenant)
+    return result(text.route_plan(plan), plan)
+
+
+# --- backends and flows -------------------------------------------------------------------
+
+
+def _backends_shown(tenant: Tenant) -> list[dict[str, Any]]:
+    return [dict(backend_shown(b)) for b in backends_visible_to(tenant)]
+
+
+async def list_backends(tenant: Tenant) -> Annotated[CallToolResult, list[schemas.BackendShown]]:
+    """The backends you can use: shared ones (name, kind and health only) and your own
+    (with their settings; API keys are never shown)."""
+    rows = await db(_backends_shown)(tenant)
+    return result(text.backends(rows), {"result": rows})
+
+
+def _health_check(tenant: Tenant, backend_id: int) -> dict[str, Any]:
+    (outcome,) = backends_health_check_now(
+        backends=[backend_get_for(tenant, backend_id)], tenant=tenant
+    )
+    if isinstance(outcome, ApplicationError):
+        raise outcome
+    return dataclasses.asdict(outcome)
+
+
+async def check_backend_health(
+    tenant: Tenant,
+    backend_id: Annotated[int, Field(ge=1, description="The backend's id (see list_backends).")],
+) -> Annotated[CallToolResult, schemas.HealthOutcome]:
+    """Probe one of your own backends now (at most once per 10 s per backend); shared
+    backends are checked on a schedule by Flywheel."""
+    outcome = await db(_health_check)(tenant, backend_id)
+    return result(text.health(outcome), outcome)
+
+
+def _flows_shown(tenant: Tenant, backend: str | None, intent: str | None) -> list[dict[str, Any]]:
+    flows = flows_visible_to(tenant, backend=backend, intent=intent)
+    return [dict(row) for row in FlowSerializer(flows, many=True).data]
+
+
+async def list_flows(
+    tenant: Tenant,
+    backend: OnBackend = None,
+    intent: Annotated[
+        str | None,
+        Field(pattern=r"^[-a-z0-9_]{1,50}$", description="Only flows that serve this intent."),
+    ] = None,
+) -> Annotated[CallToolResult, list[schemas.FlowShown]]:
+    """The active flows Flywheel routes to, with the intents each serves."""
+    rows = await db(_flows_shown)(tenant, backend, intent)
+    return result(text.flows(rows), {"result": rows})
+
+
+# --- the chatflow lifecycle (seed 003) -----------------------------------------------------
+
+
+async def list_chatflows(
+    tenant: Tenant,
+    backend: OnBackend = None,
+    type: Annotated[ChatflowType | None, Field(description="Only flows of this type.")] = None,
+) -> Annotated[CallToolResult, list[schemas.ChatflowSummary]]:
+    """List all available chatflows (Flowise) and flows (Langflow) with their metadata."""
+    rows = await db(lifecycle.chatflows_list)(tenant=tenant, backend=backend, flow_type=type)
+    return result(text.chatflows(rows), {"result": rows})
+
+
+async def get_chatflow(
+    tenant: Tenant, chatflow_id: ChatflowId, backend: OnBackend = None
+) -> Annotated[CallToolResult, schemas.ChatflowWithData]:
+    """Get detailed chatflow information including workflow structure (flowData)."""
+    flow = await lifecycle.chatflow_get(tenant=tenant, chatflow_id=chatflow_id, backend=backend)
+    return result(text.chatflow(flow), flow)
+
+
+async def create_chatflow(
+    tenant: Tenant,
+    name: Name,
+    flow_data: FlowData,
+    type: Annotated[ChatflowType, Field(description="Chatflow type (Flowise)")] = "CHATFLOW",
+    deployed: Annotated[
+        bool | None,
+        Field(description="Deploy at once (Flowise; default false). Langflow flows always run."),
+    ] = None,
+    backend: OnBackend = None,
+) -> Annotated[CallToolResult, schemas.Chatflow]:
+    """Create a new chatflow from a workflow structure, on one of your own backends."""
+    flow = await lifecycle.chatflow_create(
+        tenant=tenant, name=name, flow_data=flow_data, type=type, deployed=deployed, backend=backend
+    )
+    return result(text.chatflow(flow, verb="created"), flow)
+
+
+async def update_chatflow(
+    tenant: Tenant,
+    chatflow_id: ChatflowId,
+    name: Annotated[
+        str | None, Field(min_length=1, max_length=lifecycle.MAX_NAME, description="New name")
+    ] = None,
+    flow_data: Annotated[str | None, Field(description="New workflow structure")] = None,
+    deployed: Annotated[bool | None, Field(description="New deployment status")] = None,
+    backend: OnBackend = None,
+) -> Annotated[CallToolResult, schemas.Chatflow]:
+    """Update an existing chatflow's name, flow_data or deployment (give at least one)."""
+    flow = await lifecycle.chatflow_update(
+        tenant=tenant,
+        chatflow_id=chatflow_id,
+        name=name,
+        flow_data=flow_data,
+        deployed=deployed,
+        backend=backend,
+    )
+    return result(text.chatflow(flow, verb="updated"), flow)
+
+
+async def delete_chatflow(
+    tenant: Tenant, chatflow_id: ChatflowId, backend: OnBackend = None
+) -> Annotated[CallToolResult, schemas.Deleted]:
+    """Permanently delete a chatflow from its backend."""
+    body = await lifecycle.chatflow_delete(tenant=tenant, chatflow_id=chatflow_id, backend=backend)
+    return result(text.deleted(body), body)
+
+
+async def run_prediction(
+    tenant: Tenant,
+    chatflow_id: ChatflowId,
+    question: Question,
+    backend: OnBackend = None,
+    session_id: SessionId = None,
+) -> Annotated[CallToolResult, schemas.Prediction]:
+    """Execute a deployed chatflow with user input (recorded like any query)."""
+    body = _absolute(
+        await run_flow(
+            tenant=tenant,
+            chatflow_id=chatflow_id,
+            question=question,
+            backend=backend,
+            session_id=str(session_id) if session_id else None,
+        )
+    )
+    shown = {
+        "text": body["answer"],
+        "sessionId": body["session_id"],
+        "request_id": body["request_id"],
+        "trace_url": body["trace_url"],
+    }
+    if "routing" in body:
+        shown["routing"] = body["routing"]
+    return result(text.prediction(shown), shown)
+
+
+async def deploy_chatflow(
+    tenant: Tenant,
+    chatflow_id: ChatflowId,
+    deployed: Annotated[bool, Field(description="true to deploy, false to undeploy")],
+    backend: OnBackend = None,
+) -> Annotated[CallToolResult, schemas.Chatflow]:
+    """Deploy or undeploy a Flowise chatflow (Langflow flows need no deployment)."""
+    flow = await lifecycle.chatflow_deploy(
+        tenant=tenant, chatflow_id=chatflow_id, deployed=deployed, backend=backend
+    )
+    return result(text.chatflow(flow, verb="deployed" if deployed else "undeployed"), flow)
+
+
+async def generate_agentflow_v2(
+    tenant: Tenant,
+    description: Annotated[
+        str,
+        Field(
+            min_length=lifecycle.MIN_DESCRIPTION,
+            max_length=lifecycle.MAX_DESCRIPTION,
+            description="Natural language description of desired agent behavior",
+        ),
+    ],
+    backend: OnBackend = None,
+) -> Annotated[CallToolResult, schemas.Generated]:
+    """Generate an AgentFlow V2 workflow from a natural language description (on a shared
+    Flowise backend); pass its flowData to create_chatflow."""
+    body = await lifecycle.chatflow_generate(
+        tenant=tenant, description=description, backend=backend
+    )
+    return result(text.generated(body), body)
+
+
+# --- sessions ---------------------------------------------------------------------------------
+
+
+def _session_shown(tenant: Tenant, session_id: uuid.UUID) -> dict[str, Any]:
+    session = session_get(tenant_id=tenant.pk, session_id=str(session_id))
+    return dict(SessionSerializer(session).data)
+
+
+async def get_session_history(
+    tenant: Tenant,
+    session_id: Annotated[uuid.UUID, Field(description="A session_id from an earlier answer.")],
+) -> Annotated[CallToolResult, schemas.SessionHistory]:
+    """A conversation and its turns (question, answer, intent, backend and flow)."""
+    session = await db(_session_shown)(tenant, session_id)
+    return result(text.session_history(session), session)
+
+
+async def list_sessions(
+    tenant: Tenant,
+    limit: Annotated[
+        int, Field(ge=1, le=MAX_SESSIONS_LISTED, description="At most this many.")
+    ] = 50,
+) -> Annotated[CallToolResult, list[schemas.SessionSummary]]:
+    """Your conversations, most recently active first, with their first question."""
+    rows = [
+        {
+            **row,
+            "id": str(row["id"]),
+            "created_at": row["created_at"].isoformat(),
+            "updated_at": row["updated_at"].isoformat(),
+        }
+        for row in await db(sessions_list)(tenant_id=tenant.pk, limit=limit)
+    ]
+    return result(text.sessions(rows), {"result": rows})

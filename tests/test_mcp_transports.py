@@ -1,0 +1,271 @@
+"""``manage.py runmcp`` as agents run it: a real subprocess, over stdio and streamable HTTP.
+
+The subprocess uses this suite's test database and cache prefix; its backend
+is a stand-in Flowise on loopback (bench/standin.py, registered as trusted,
+as staff register loopback servers), so a question is really answered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from django.db import connection
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from backends.models import BackendHealth
+from backends.services import backend_create
+from chatflows.models import Flow
+from flywheel.models import ApiKey, Tenant
+from flywheel.services import api_key_create, api_key_revoke
+from routing.services import defaults_load
+from tests.routing_world import refresh
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def database_url() -> str:
+    """The test database this suite runs on (pytest-django made it)."""
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """What a client config passes: stdio_client itself passes only HOME, PATH, ..."""
+    env = {k: v for k, v in os.environ.items() if k != "FLYWHEEL_API_KEY"}
+    return {**env, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1", **extra}
+
+
+def runmcp(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 - our own interpreter and manage.py
+        [sys.executable, "manage.py", "runmcp", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+@dataclass
+class Served:
+    key: str
+    tenant: Tenant
+
+
+@pytest.fixture
+def standin() -> Iterator[int]:
+    port = free_port()
+    process = subprocess.Popen(  # noqa: S603
+        [sys.executable, "bench/standin.py", str(port), "0"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/api/v1/ping", timeout=1)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def hung() -> Iterator[int]:
+    """A server that accepts connections and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+@pytest.fixture
+def served(standin: int, hung: int, tenant: Tenant) -> Served:
+    """A shared stand-in Flowise with one generic flow, and a shared backend that never
+    answers (timeout 0.5 s) with a code-review flow, both published for routing."""
+    defaults_load()
+    for name, port, flow in (
+        ("standin", standin, {"is_generic": True, "intent_keywords": ["general"]}),
+        ("hung", hung, {"intent_keywords": ["code-review"]}),
+    ):
+        backend = backend_create(
+            name=name,
+            kind="flowise",
+            base_url=f"http://127.0.0.1:{port}",
+            trusted=True,
+            timeout_seconds=0.5,
+        )
+        BackendHealth.objects.create(backend=backend, healthy=True)
+        Flow.objects.create(
+            backend=backend, external_id=f"{name}-flow", name=name, deployed=True, **flow
+        )
+    refresh()
+    return Served(api_key_create(tenant=tenant, name="mcp")[1], tenant)
+
+
+# --- stdio -----------------------------------------------------------------------------------
+
+
+async def test_stdio_lists_the_tools_and_answers_a_question(served: Served) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "runmcp"],
+        cwd=str(ROOT),
+        env=server_env(FLYWHEEL_API_KEY=served.key),
+    )
+
+    async with Client(params, read_timeout_seconds=START_TIMEOUT) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool("universal_query", {"question": "hello over stdio"})
+        timed_out = await client.call_tool(
+            "universal_query", {"question": "hello?", "backend": "hung", "intent": "code-review"}
+        )
+
+    assert {"universal_query", "list_chatflows", "generate_agentflow_v2"} <= tools
+    assert not result.is_error, result.content
+    assert result.structured_content["answer"] == "Echo: hello over stdio"
+    assert result.structured_content["routing"]["backend"] == "standin"
+    failed = json.loads(timed_out.content[0].text)["error"]  # type: ignore[union-attr]
+    assert failed["type"] == "AllBackendsFailed"
+    assert [a["error_type"] for a in failed["details"]["fallback_chain"]] == ["TimeoutError"]
+
+
+def _refusal(completed: subprocess.CompletedProcess[str]) -> str:
+    assert completed.returncode != 0
+    assert completed.stdout == ""  # stdout belongs to the protocol
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1, completed.stderr
+    return lines[0]
+
+
+def test_stdio_without_a_key_refuses_to_start_in_one_line(db: None) -> None:
+    line = _refusal(runmcp(env=server_env()))
+
+    assert "FLYWHEEL_API_KEY" in line
+
+
+def test_stdio_with_a_revoked_key_refuses_to_start_in_one_line(tenant: Tenant) -> None:
+    _, raw_key = api_key_create(tenant=tenant, name="old")
+    api_key_revoke(api_key=ApiKey.objects.get(name="old"))
+
+    line = _refusal(runmcp(env=server_env(FLYWHEEL_API_KEY=raw_key)))
+
+    assert "revoked" in line
+    assert raw_key not in line
+
+
+# --- streamable HTTP ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def http_server(served: Served) -> Iterator[str]:
+    port = free_port()
+    command = [sys.executable, "manage.py", "runmcp", "--transport", "streamable-http"]
+    process = subprocess.Popen(  # noqa: S603
+        [*command, "--port", str(port)],
+        cwd=ROOT,
+        env=server_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                httpx.post(url, json={}, timeout=1)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+async def test_http_with_a_key_lists_the_tools_and_answers(
+    http_server: str, served: Served
+) -> None:
+    headers = {"Authorization": f"Bearer {served.key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(http_server, http_client=http)) as client,
+    ):
+        tools = {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool("universal_query", {"question": "hello over http"})
+        sessions = await client.call_tool("list_sessions", {})
+
+    assert "universal_query" in tools
+    assert result.structured_content["answer"] == "Echo: hello over http"
+    listed = sessions.structured_content["result"]
+    assert [s["first_question"] for s in listed] == ["hello over http"]  # the key's tenant's
+
+
+def test_http_without_a_valid_key_is_refused_in_the_error_shape(http_server: str) -> None:
+    for authorization in (None, "Bearer fw_00000000_not-a-key", "Basic abc"):
+        headers = {"Accept": "application/json, text/event-stream"}
+        if authorization:
+            headers["Authorization"] = authorization
+
+        refused = httpx.post(
+            http_server,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+            headers=headers,
+            timeout=10,
+        )
+
+        assert refused.status_code == 401, authorization
+        assert refused.headers["www-authenticate"].startswith("Bearer")
+        assert refused.json()["error"]["type"] == "AuthenticationError"
+        assert set(refused.json()["error"]) == {"type", "message", "details"}
