@@ -1,11 +1,18 @@
-"""Read-only admin for decisions, performance records and rollups."""
+"""Read-only admin for decisions, performance records and rollups.
+
+Decisions and performance records are routing's models (routing writes them);
+their admin pages are read-only pages for reading them, like the trace page,
+so they stay here with the rollups' and routing's admin keeps to what routing is
+configured with. Django lists them under their app, Routing.
+"""
 
 from __future__ import annotations
 
 from django.contrib import admin
 
-from analytics.models import DecisionRollup, PerformanceRecord, RoutingDecision
+from analytics.models import DecisionRollup
 from flywheel.admin_base import ReadOnlyAdmin
+from routing.models import PerformanceRecord, RoutingDecision
 
 
 @admin.register(RoutingDecision)

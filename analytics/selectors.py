@@ -12,10 +12,10 @@ import uuid
 
 from django.db.models import QuerySet
 
-from analytics.models import Outcome, RoutingDecision
 from flywheel.errors import NotFoundError, ValidationError
 from flywheel.jsonin import string_problem
 from flywheel.models import Tenant
+from routing.models import Outcome, RoutingDecision
 from routing.recording import settle
 from routing.sessions import session_key
 

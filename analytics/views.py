@@ -9,12 +9,12 @@ from django.contrib.auth.decorators import permission_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from analytics.models import RoutingDecision
+from routing.models import RoutingDecision
 
 
 # Being staff is not enough: the page shows any tenant's question and routing.
 @staff_member_required
-@permission_required("analytics.view_routingdecision", raise_exception=True)
+@permission_required("routing.view_routingdecision", raise_exception=True)
 def decision_trace(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     """Everything routing knew and did for one query.
 

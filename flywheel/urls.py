@@ -9,6 +9,7 @@ from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from analytics import api as analytics_api
 from analytics.views import decision_trace
 from backends.api import BackendViewSet
 from chatflows import chatflow_api
@@ -45,11 +46,13 @@ api_v1 = [
     ),
     path("query", routing_api.query, name="query"),
     path("route", routing_api.route, name="route"),
+    path("sessions", routing_api.SessionListView.as_view(), name="sessions"),
     path("sessions/<uuid:session_id>", routing_api.SessionView.as_view(), name="session"),
-    path("decisions", routing_api.DecisionListView.as_view(), name="decisions"),
+    # Routing writes the decisions; analytics reads them back.
+    path("decisions", analytics_api.DecisionListView.as_view(), name="decisions"),
     path(
         "decisions/<str:request_id>",
-        routing_api.DecisionDetailView.as_view(),
+        analytics_api.DecisionDetailView.as_view(),
         name="decision",
     ),
     path("query-router/route", routing_api.query_router_route, name="query-router-route"),

@@ -1,10 +1,10 @@
-"""REST doors for routing: the universal query, the dry run, sessions, decisions,
-and seed 004's query-router endpoints. Each calls the routing services."""
+"""REST doors for routing: the universal query, the dry run, sessions, and seed 004's
+query-router endpoints. Each calls the routing services. (Decisions are read through
+analytics/api.py.)"""
 
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,22 +12,19 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.generics import ListAPIView
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analytics.models import Outcome, RoutingDecision
-from analytics.selectors import decision_get, decisions_for
 from chatflows.chatflow_api import backend_param, body_of
 from flywheel.asyncapi import async_api, json_body
 from flywheel.asyncdb import db
 from flywheel.authentication import request_api_key
-from flywheel.errors import NotFoundError, ValidationError
+from flywheel.errors import NotFoundError
 from flywheel.models import ApiKey
+from flywheel.rest import absolute_url, query_integer
 from routing import querytype_service
 from routing.requests import query_request, query_type_request
 from routing.service import (
@@ -37,13 +34,12 @@ from routing.service import (
     run_flow,
     stream_answer,
 )
-from routing.sessions import session_get
+from routing.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
 
 
 def _absolute(request: HttpRequest, body: dict[str, Any]) -> dict[str, Any]:
     if "trace_url" in body:
-        base = settings.PUBLIC_URL or request.build_absolute_uri("/").rstrip("/")
-        body["trace_url"] = f"{base}{body['trace_url']}"
+        body["trace_url"] = absolute_url(request, body["trace_url"])
     return body
 
 
@@ -170,119 +166,32 @@ class SessionView(APIView):
         return Response(SessionSerializer(session).data)
 
 
-class DecisionSerializer(serializers.ModelSerializer):
-    backend = serializers.CharField(source="backend.name", allow_null=True, default=None)
-    flow = serializers.CharField(source="flow.name", allow_null=True, default=None)
-    session_id = serializers.UUIDField(allow_null=True)
-
-    class Meta:
-        model = RoutingDecision
-        fields = [
-            "request_id",
-            "created_at",
-            "session_id",
-            "question",
-            "intent",
-            "intent_confidence",
-            "intent_method",
-            "query_type",
-            "query_type_confidence",
-            "evidence",
-            "routing_method",
-            "backend",
-            "flow",
-            "score",
-            "candidates",
-            "fallback_chain",
-            "outcome",
-            "error_type",
-            "classify_ms",
-            "route_ms",
-            "execute_ms",
-            "total_ms",
-        ]
+class SessionSummarySerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField(help_text="When its last turn was written.")
+    first_question = serializers.CharField()
+    turn_count = serializers.IntegerField(min_value=1)
 
 
-_DIGITS = re.compile(r"[0-9]{1,10}")  # ASCII only: int() would take "٣" as 3
+class SessionListView(APIView):
+    """GET /api/v1/sessions?limit=: the caller's conversations, most recently active first.
 
-
-class StrictLimitOffsetPagination(LimitOffsetPagination):
-    """DRF's limit/offset pages, but a ``limit`` or ``offset`` that is not an integer in
-    range is a 400 naming it (DRF's own silently falls back to its defaults).
-
-    ``limit``: 1 to max_limit (default default_limit); ``offset``: 0 to max_offset.
+    Only sessions with at least one turn: a query refused or failed before any answer
+    leaves a session whose id its caller never received.
     """
 
-    default_limit: int = 50
-    max_limit: int = 500
-    max_offset = 2**31 - 1  # an int32, as the schema says; far past any real page
-
-    def _integer(self, request: Request, name: str, low: int, high: int, default: int) -> int:
-        raw = request.query_params.get(name)
-        if raw is None:
-            return default
-        if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
-            rule = f"Must be an integer from {low} to {high}."
-            raise ValidationError(
-                f"The {name} parameter is not valid.", details={"fields": {name: rule}}
-            )
-        return int(raw)
-
-    def get_limit(self, request: Request) -> int:
-        name, default = self.limit_query_param, self.default_limit
-        return self._integer(request, name, 1, self.max_limit, default)
-
-    def get_offset(self, request: Request) -> int:
-        return self._integer(request, self.offset_query_param, 0, self.max_offset, 0)
-
-    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        parameters = super().get_schema_operation_parameters(view)
-        bounds = {
-            self.limit_query_param: {"minimum": 1, "maximum": self.max_limit},
-            self.offset_query_param: {"minimum": 0, "maximum": self.max_offset},
-        }
-        for parameter in parameters:
-            parameter["schema"].update(format="int32", **bounds.get(parameter["name"], {}))
-        return parameters
-
-
-class DecisionPagination(StrictLimitOffsetPagination):
-    """Decisions: 50 a page unless ``limit`` says otherwise, 500 at most."""
-
-
-@extend_schema_view(
-    get=extend_schema(
+    @extend_schema(
         parameters=[
-            OpenApiParameter("intent", {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"}),
-            OpenApiParameter("outcome", str, enum=Outcome.values),
             OpenApiParameter(
-                "backend", {"type": "string", "maxLength": 100}, description="A backend's name."
-            ),
-            OpenApiParameter("session", {"type": "string", "format": "uuid"}),
-        ]
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": MAX_SESSIONS_LISTED, "default": 50},
+                description="At most this many.",
+            )
+        ],
+        responses=SessionSummarySerializer(many=True),
     )
-)
-class DecisionListView(ListAPIView):
-    """GET /api/v1/decisions?intent=&outcome=&backend=&session=: the tenant's decisions."""
-
-    serializer_class = DecisionSerializer
-    pagination_class = DecisionPagination
-
-    def get_queryset(self) -> Any:
-        params = self.request.query_params
-        return decisions_for(
-            request_api_key(self.request).tenant,
-            intent=params.get("intent"),
-            outcome=params.get("outcome"),
-            backend=params.get("backend"),
-            session_id=params.get("session"),
-        )
-
-
-class DecisionDetailView(APIView):
-    """GET /api/v1/decisions/{request_id}."""
-
-    @extend_schema(responses=DecisionSerializer)
-    def get(self, request: Request, request_id: str) -> Response:
-        decision = decision_get(request_api_key(request).tenant, request_id)
-        return Response(DecisionSerializer(decision).data)
+    def get(self, request: Request) -> Response:
+        limit = query_integer(request, "limit", low=1, high=MAX_SESSIONS_LISTED, default=50)
+        rows = sessions_list(tenant_id=request_api_key(request).tenant_id, limit=limit)
+        return Response(SessionSummarySerializer(rows, many=True).data)

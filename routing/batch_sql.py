@@ -33,10 +33,9 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection
 from django.db.models import Model
 
-from analytics.models import PerformanceRecord, RoutingDecision
 from backends.models import Backend
 from chatflows.models import Flow
-from routing.models import Session, Turn
+from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 
 if TYPE_CHECKING:
     from routing.recording import DecisionData

@@ -1,4 +1,5 @@
-"""Intents and their rules, query-type rules, the routing policy, and sessions."""
+"""Intents and their rules, query-type rules, the routing policy, sessions, and what
+routing did: one decision per query, one performance record per attempt."""
 
 from __future__ import annotations
 
@@ -243,3 +244,137 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}: {self.question[:40]}"
+
+
+class IntentMethod(models.TextChoices):
+    RULES = "rules", "Rules"
+    CONTEXT = "context", "Conversation context"
+    LLM = "llm", "LLM"
+    OVERRIDE = "override", "Override"
+
+
+class QueryType(models.TextChoices):
+    GLOBAL = "GLOBAL", "Global"
+    LOCAL = "LOCAL", "Local"
+    HYBRID = "HYBRID", "Hybrid"
+
+
+class RoutingMethod(models.TextChoices):
+    AUTO = "auto", "Automatic"
+    EXPLICIT = "explicit", "Explicit backend"
+
+
+class Outcome(models.TextChoices):
+    SUCCESS = "success", "Answered by the first choice"
+    FALLBACK = "fallback", "Answered after a fallback"
+    CACHED = "cached", "Answered from cache"
+    FAILED = "failed", "Failed"
+    REJECTED = "rejected", "Rejected before routing"
+
+
+class RoutingDecision(models.Model):
+    """Everything routing knew and did for one query; written exactly once per query."""
+
+    request_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="decisions")
+    session = models.ForeignKey(
+        Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="decisions"
+    )
+    question = models.TextField()
+    intent = models.CharField(max_length=50, blank=True)
+    intent_confidence = models.FloatField(null=True, blank=True)
+    intent_method = models.CharField(max_length=10, choices=IntentMethod.choices, blank=True)
+    query_type = models.CharField(max_length=10, choices=QueryType.choices, blank=True)
+    query_type_confidence = models.FloatField(null=True, blank=True)
+    evidence = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Why: the intent's matched patterns (or context), the query type's "
+        "reasoning and weights.",
+    )
+    routing_method = models.CharField(
+        max_length=10, choices=RoutingMethod.choices, default=RoutingMethod.AUTO
+    )
+    backend = models.ForeignKey(
+        Backend, on_delete=models.SET_NULL, null=True, blank=True, related_name="decisions"
+    )
+    flow = models.ForeignKey(
+        Flow, on_delete=models.SET_NULL, null=True, blank=True, related_name="decisions"
+    )
+    score = models.FloatField(null=True, blank=True)
+    candidates = models.JSONField(
+        default=list, blank=True, help_text="Each candidate with its factor scores."
+    )
+    fallback_chain = models.JSONField(
+        default=list, blank=True, help_text="Each attempt, in order, with its outcome."
+    )
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    error_type = models.CharField(max_length=50, blank=True)
+    classify_ms = models.FloatField(default=0)
+    route_ms = models.FloatField(default=0)
+    execute_ms = models.FloatField(default=0)
+    total_ms = models.FloatField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        # The analytics app created this table, and owned the model until routing took
+        # it over (routing/migrations/0004): the table, its indexes and constraints
+        # keep their names.
+        db_table = "analytics_routingdecision"
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at"], name="decision_tenant_recent"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(outcome__in=Outcome.values), name="decision_outcome_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    classify_ms__gte=0, route_ms__gte=0, execute_ms__gte=0, total_ms__gte=0
+                ),
+                name="decision_timings_non_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} ({self.outcome})"
+
+
+class PerformanceRecord(models.Model):
+    """One attempt to run a flow, failed ones included; feeds the performance score."""
+
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="performance")
+    flow = models.ForeignKey(
+        Flow, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decision = models.ForeignKey(
+        RoutingDecision,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="attempts",
+    )
+    intent = models.CharField(max_length=50)
+    latency_ms = models.FloatField()
+    success = models.BooleanField()
+    error_type = models.CharField(max_length=50, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "analytics_performancerecord"  # as RoutingDecision's, see there
+        ordering = ["-created_at"]
+        indexes = [
+            # The hot read: the last N records for a backend + intent.
+            models.Index(
+                fields=["backend", "intent", "-created_at"], name="perf_backend_intent_recent"
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(latency_ms__gte=0), name="perf_latency_non_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.backend.name}/{self.intent}: {'ok' if self.success else self.error_type}"

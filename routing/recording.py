@@ -29,13 +29,12 @@ from typing import Any
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from analytics.models import PerformanceRecord, RoutingDecision
 from backends.models import Backend
 from chatflows.models import Flow
 from flywheel.cache import shared_cache
 from routing.batch_sql import decisions_insert, storable
 from routing.execution import Attempt
-from routing.models import Session, Turn
+from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 from routing.scoring import Performance
 from routing.state import PERFORMANCE_TTL_SECONDS, publish_performance
 

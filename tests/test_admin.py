@@ -14,12 +14,20 @@ from django.db.models import Model
 from django.test import Client
 from django.urls import reverse
 
-from analytics.models import DecisionRollup, PerformanceRecord, RoutingDecision
+from analytics.models import DecisionRollup
 from backends.models import Backend, BackendHealth, HealthCheck
 from chatflows.models import Flow
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_authenticate, api_key_create
-from routing.models import Intent, IntentPattern, RoutingPolicy, Session, Turn
+from routing.models import (
+    Intent,
+    IntentPattern,
+    PerformanceRecord,
+    RoutingDecision,
+    RoutingPolicy,
+    Session,
+    Turn,
+)
 from routing.services import defaults_load
 from tests.captured import response
 

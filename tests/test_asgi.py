@@ -11,9 +11,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
-from analytics.models import RoutingDecision
 from flywheel.asgi import application
 from flywheel.asyncdb import db
+from routing.models import RoutingDecision
 from routing.recording import drain
 from tests.captured import response
 from tests.routing_world import FW_ANSWER, World

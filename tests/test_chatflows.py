@@ -16,7 +16,6 @@ import respx
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from analytics.models import RoutingDecision
 from backends.models import Backend, BackendHealth
 from chatflows import snapshot as flows_snapshot
 from chatflows.lifecycle import check_backend, check_flow_id, suggested_name
@@ -24,7 +23,7 @@ from chatflows.models import Flow
 from flywheel.errors import ValidationError
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
-from routing.models import Session
+from routing.models import RoutingDecision, Session
 from routing.recording import drain
 from tests.captured import body, response
 from tests.routing_world import FW_ANSWER, World, refresh

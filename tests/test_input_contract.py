@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from analytics.models import PerformanceRecord, RoutingDecision
+from analytics.api import DecisionPagination
 from backends.models import Backend
 from flywheel.errors import ValidationError
 from flywheel.jsonin import MAX_DEPTH, parse_json
-from routing.api import DecisionPagination
-from routing.models import Turn
+from routing.models import PerformanceRecord, RoutingDecision, Turn
 from routing.recording import drain
 from routing.requests import query_request
 from tests.routing_world import LF_ANSWER, World

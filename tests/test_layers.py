@@ -1,4 +1,9 @@
-"""Imports run one way: flywheel ← backends ← chatflows ← routing (analytics beside).
+"""Imports run one way: flywheel ← backends ← chatflows ← routing ← analytics.
+
+Routing owns the decisions it writes; analytics only reads them, so routing
+imports nothing from analytics. The composition roots (flywheel/urls.py,
+flywheel/asgi.py, and agents/, the MCP door) may import any app; no app imports
+agents.
 
 Every module of an app is parsed, lazy imports inside functions included, so a
 shortcut upwards fails here instead of going unnoticed. What a lower layer
@@ -15,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.db.migrations.loader import MigrationLoader
 
 from backends import policy
 from backends.adapters.base import HealthResult
@@ -28,8 +34,10 @@ from routing.services import defaults_load
 ROOT = Path(__file__).resolve().parent.parent
 # Each app and the apps it must never import.
 ABOVE = {
-    "backends": {"chatflows", "routing", "analytics"},
-    "chatflows": {"routing", "analytics"},
+    "backends": {"chatflows", "routing", "analytics", "agents"},
+    "chatflows": {"routing", "analytics", "agents"},
+    "routing": {"analytics", "agents"},
+    "analytics": {"agents"},
 }
 # Calls that import by name at run time: import_module("x"), __import__("x").
 IMPORT_CALLS = {"import_module", "__import__"}
@@ -85,6 +93,23 @@ def _upward_imports(app: str) -> list[str]:
 def test_an_app_imports_nothing_from_the_layers_above_it(app: str) -> None:
     assert _app_files(app), f"no modules found for {app}"
     assert _upward_imports(app) == []
+
+
+@pytest.mark.parametrize("app", sorted(ABOVE))
+def test_an_apps_migrations_depend_on_none_of_the_layers_above_it(app: str) -> None:
+    # Migrations are left out of the import scan; their dependencies follow the layers
+    # too (routing took the decision models over without depending on analytics).
+    loader = MigrationLoader(None)
+    upward = [
+        (name, dependency)
+        for (label, name), migration in loader.disk_migrations.items()
+        if label == app
+        for dependency in migration.dependencies
+        if dependency[0] in ABOVE[app]
+    ]
+
+    assert [name for label, name in loader.disk_migrations if label == app]
+    assert upward == []
 
 
 def test_the_check_sees_lazy_relative_and_dynamic_imports() -> None:

@@ -23,12 +23,12 @@ from mcp_types import CallToolResult
 
 from agents.auth import KeyCaller
 from agents.server import build_server
-from analytics.models import RoutingDecision
 from backends.models import Backend, BackendHealth
 from chatflows import lifecycle
 from chatflows.models import Flow
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
+from routing.models import RoutingDecision
 from routing.recording import drain
 from tests.captured import body, response
 from tests.routing_world import FW_ANSWER, World, refresh

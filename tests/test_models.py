@@ -8,11 +8,20 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from analytics.models import DecisionRollup, PerformanceRecord, RoutingDecision
+from analytics.models import DecisionRollup
 from backends.models import Backend, BackendHealth, HealthCheck
 from chatflows.models import Flow
 from flywheel.models import Tenant
-from routing.models import Intent, IntentPattern, RoutingPolicy, ScopePattern, Session, Turn
+from routing.models import (
+    Intent,
+    IntentPattern,
+    PerformanceRecord,
+    RoutingDecision,
+    RoutingPolicy,
+    ScopePattern,
+    Session,
+    Turn,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -28,6 +28,7 @@ ERRORS = {
     ("get", "/api/v1/flows"): {400, 401, 429},
     ("get", "/api/v1/decisions"): {400, 401, 429},
     ("get", "/api/v1/decisions/{request_id}"): {401, 404, 429},
+    ("get", "/api/v1/sessions"): {400, 401, 429},
     ("get", "/api/v1/sessions/{session_id}"): {401, 404, 429},
     ("get", "/api/v1/whoami"): {401, 429},
     ("post", "/api/v1/query"): {400, 401, 404, 415, 429, 502, 503},

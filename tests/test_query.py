@@ -12,13 +12,12 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
-from analytics.models import PerformanceRecord, RoutingDecision
 from backends.models import Backend
 from flywheel.errors import ApplicationError, NotFoundError, ValidationError
 from flywheel.models import Tenant
 from routing.conversation import answer_from_history
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
-from routing.models import Turn
+from routing.models import PerformanceRecord, RoutingDecision, Turn
 from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, answers_finish, stream_answer

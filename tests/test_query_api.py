@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from analytics.models import RoutingDecision
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
+from routing.models import RoutingDecision
 from routing.recording import drain
 from tests.captured import response
 from tests.routing_world import FW_ANSWER, World, refresh
@@ -147,12 +147,17 @@ def test_sessions_and_decisions_can_be_read_back(world: World, api_client: APICl
     session = api_client.get(f"/api/v1/sessions/{first['session_id']}").json()
     decisions = api_client.get("/api/v1/decisions", {"intent": "code-review"}).json()
     one = api_client.get(f"/api/v1/decisions/{first['request_id']}").json()
+    sessions = api_client.get("/api/v1/sessions").json()
 
     assert [t["question"] for t in session["turns"]] == [REVIEW, "and refactor it"]
     assert session["turns"][0]["backend"] == "fw"
     assert decisions["count"] == 2
     assert (one["outcome"], one["backend"]) == ("success", "fw")
     assert one["candidates"][0]["score"] > 0
+    assert one["trace_url"] == first["trace_url"]  # the link the answer gave
+    assert [(s["id"], s["first_question"], s["turn_count"]) for s in sessions] == [
+        (first["session_id"], REVIEW, 2)
+    ]
 
 
 def test_the_dry_run_refuses_an_unknown_backend_and_explains_an_unavailable_one(
@@ -217,6 +222,7 @@ def test_other_tenants_cannot_read_them(world: World, api_client: APIClient) -> 
     assert other.get(f"/api/v1/sessions/{first['session_id']}").status_code == 404
     assert other.get(f"/api/v1/decisions/{first['request_id']}").status_code == 404
     assert other.get("/api/v1/decisions").json()["count"] == 0
+    assert other.get("/api/v1/sessions").json() == []
 
 
 def test_the_route_command_prints_one_json_object_per_stdin_line(

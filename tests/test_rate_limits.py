@@ -12,7 +12,6 @@ from django.core.cache.backends.filebased import FileBasedCache
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from analytics.models import RoutingDecision
 from flywheel import ratelimit
 from flywheel.asgi import application
 from flywheel.asyncdb import db
@@ -21,6 +20,7 @@ from flywheel.models import ApiKey, Tenant
 from flywheel.ratelimit import RateLimiter
 from flywheel.redis_cache import RedisCache
 from flywheel.services import api_key_create, api_key_set_rate_limit
+from routing.models import RoutingDecision
 from routing.recording import drain
 from routing.service import RECORDED_REFUSALS
 from tests.routing_world import World

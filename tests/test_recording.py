@@ -12,14 +12,13 @@ import pytest
 from django.core.cache import caches
 from django.db import transaction
 
-from analytics.models import RoutingDecision
 from backends.models import Backend
 from flywheel.cache import shared_cache
 from flywheel.env import as_cache
 from flywheel.models import Tenant
 from routing import recording
 from routing.execution import Attempt
-from routing.models import Session, Turn
+from routing.models import RoutingDecision, Session, Turn
 from routing.recording import (
     CachedAnswer,
     DecisionData,

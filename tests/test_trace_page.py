@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from analytics.models import RoutingDecision
 from flywheel.models import Tenant
+from routing.models import RoutingDecision
 
 pytestmark = pytest.mark.django_db
 

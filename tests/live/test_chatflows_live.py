@@ -14,12 +14,12 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from analytics.models import RoutingDecision
 from backends.adapters.base import BackendConfig
 from backends.models import Backend, BackendHealth
 from chatflows.models import Flow
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
+from routing.models import RoutingDecision
 from routing.recording import drain
 from tests.live.conftest import ROOT
 from tests.routing_world import refresh

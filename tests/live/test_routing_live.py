@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from analytics.models import RoutingDecision
 from backends.adapters import run_sync
 from backends.adapters.base import BackendConfig
 from backends.models import Backend
@@ -16,6 +15,7 @@ from chatflows.models import Flow
 from chatflows.services import adiscover_all
 from flywheel.models import Tenant
 from routing import state
+from routing.models import RoutingDecision
 from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, stream_answer
