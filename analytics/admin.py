@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from analytics.models import DecisionRollup
+from analytics.models import DecisionRollup, RollupState
 from flywheel.admin_base import ReadOnlyAdmin
 from routing.models import PerformanceRecord, RoutingDecision
 
@@ -54,15 +54,22 @@ class PerformanceRecordAdmin(ReadOnlyAdmin):
 class DecisionRollupAdmin(ReadOnlyAdmin):
     list_display = [
         "bucket_start",
+        "granularity",
         "tenant",
         "backend",
         "intent",
         "count",
         "successes",
         "fallbacks",
+        "cached",
         "latency_sum_ms",
     ]
-    list_filter = ["tenant", "backend", "intent"]
+    list_filter = ["granularity", "tenant", "backend", "intent"]
     search_fields = ["intent", "backend__name"]
     list_select_related = ["tenant", "backend"]
     date_hierarchy = "bucket_start"
+
+
+@admin.register(RollupState)
+class RollupStateAdmin(ReadOnlyAdmin):
+    list_display = ["last_decision_id", "refreshed_at"]

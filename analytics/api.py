@@ -1,13 +1,19 @@
-"""REST doors for reading routing decisions: the tenant's list, and one by request id.
+"""REST doors for reading routing decisions: the tenant's list, one by request id, and
+the analytics of them (backends per intent, time series; JSON or CSV).
 
 Routing writes the decisions (routing.models); these views only read them,
-through analytics.selectors.
+through analytics.selectors and analytics.metrics.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import csv
+import io
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, NamedTuple
 
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -17,12 +23,16 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from analytics.metrics import backends_by_intent, timeseries
+from analytics.models import Granularity
 from analytics.selectors import decision_get, decisions_for
 from flywheel.authentication import request_api_key
+from flywheel.errors import ValidationError
 from flywheel.rest import StrictLimitOffsetPagination, absolute_url
 from routing.models import Outcome, RoutingDecision
 from routing.service import trace_path
@@ -111,3 +121,223 @@ class DecisionDetailView(APIView):
     def get(self, request: Request, request_id: str) -> Response:
         decision = decision_get(request_api_key(request).tenant, request_id)
         return Response(DecisionSerializer(decision, context={"request": request}).data)
+
+
+# --- analytics: backends per intent, time series ---------------------------------------
+
+
+class CsvTable(NamedTuple):
+    """What the analytics views answer when CSV was asked for."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+class CsvRenderer(BaseRenderer):
+    """A CsvTable as text/csv (``?format=csv``): a header row, then one row per line."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        columns, rows = data  # a CsvTable: finalize_response sends anything else as JSON
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow(columns)
+        writer.writerows([[_cell(value) for value in row] for row in rows])
+        return out.getvalue().encode()
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return f"'{value}"
+    return value
+
+
+_RANGE_PARAMETERS = [
+    OpenApiParameter(
+        "since",
+        {"type": "string", "format": "date-time"},
+        description="ISO 8601 (UTC when no offset is given). Default: 24 hours before "
+        "until; before until, and at most 90 days before it.",
+    ),
+    OpenApiParameter(
+        "until",
+        {"type": "string", "format": "date-time"},
+        description="ISO 8601 (UTC when no offset is given). Default: now.",
+    ),
+    OpenApiParameter("intent", {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"}),
+]
+_FORMAT = OpenApiParameter(
+    "format", str, enum=["json", "csv"], description="csv: text/csv, one row per line."
+)
+_CSV = {"type": "string", "description": "CSV with a header row."}
+
+
+class _RangeView(APIView):
+    """What both analytics views share: JSON or CSV, and errors always in JSON."""
+
+    renderer_classes = [JSONRenderer, CsvRenderer]
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        try:
+            return super().perform_content_negotiation(request, force=force)
+        except Http404 as err:  # DRF's answer to an unknown ?format=
+            raise ValidationError(
+                "The format parameter is not valid.",
+                details={"fields": {"format": "Must be json or csv."}},
+            ) from err
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        if not isinstance(response.data, CsvTable):  # errors, OPTIONS: JSON, whatever was asked
+            request.accepted_renderer, request.accepted_media_type = (
+                JSONRenderer(),
+                "application/json",
+            )
+        return super().finalize_response(request, response, *args, **kwargs)
+
+    def _params(self) -> dict[str, str | None]:
+        params = self.request.query_params
+        return {name: params.get(name) or None for name in ("since", "until", "intent")}
+
+    def _csv(self) -> bool:
+        return getattr(self.request.accepted_renderer, "format", None) == "csv"
+
+
+class BackendStatsSerializer(serializers.Serializer):
+    backend = serializers.CharField()
+    requests = serializers.IntegerField(help_text="Attempts on this backend.")
+    success_rate = serializers.FloatField(allow_null=True)
+    fallback_rate = serializers.FloatField(
+        allow_null=True, help_text="Failed attempts whose query was answered all the same."
+    )
+    p50_ms = serializers.FloatField(allow_null=True)
+    p95_ms = serializers.FloatField(allow_null=True)
+    mean_score = serializers.FloatField(allow_null=True)
+    won = serializers.IntegerField(help_text="Decisions this backend answered.")
+    share = serializers.FloatField(allow_null=True, help_text="won / the intent's decisions.")
+
+
+class IntentStatsSerializer(serializers.Serializer):
+    intent = serializers.CharField()
+    decisions = serializers.IntegerField()
+    answered = serializers.IntegerField()
+    cached = serializers.IntegerField()
+    backends = BackendStatsSerializer(many=True)
+
+
+class _RangeSerializer(serializers.Serializer):
+    since = serializers.DateTimeField(help_text="The range read, widened to whole buckets.")
+    until = serializers.DateTimeField()
+    granularity = serializers.ChoiceField(choices=Granularity.choices)
+
+
+class BackendsByIntentSerializer(_RangeSerializer):
+    intents = IntentStatsSerializer(many=True)
+
+
+class PointSerializer(serializers.Serializer):
+    start = serializers.DateTimeField()
+    requests = serializers.IntegerField()
+    success_rate = serializers.FloatField(allow_null=True)
+    p95_ms = serializers.FloatField(allow_null=True)
+
+
+class SeriesSerializer(serializers.Serializer):
+    backend = serializers.CharField()
+    buckets = PointSerializer(many=True)
+
+
+class TimeseriesSerializer(_RangeSerializer):
+    backends = SeriesSerializer(many=True)
+
+
+BY_INTENT_COLUMNS = [
+    "intent",
+    "backend",
+    "requests",
+    "success_rate",
+    "fallback_rate",
+    "p50_ms",
+    "p95_ms",
+    "mean_score",
+    "won",
+    "share",
+    "intent_decisions",
+    "intent_cached",
+]
+
+
+class BackendsByIntentView(_RangeView):
+    """GET /api/v1/analytics/backends-by-intent?since=&until=&intent=&format=."""
+
+    @extend_schema(
+        parameters=[*_RANGE_PARAMETERS, _FORMAT],
+        responses={
+            (200, "application/json"): BackendsByIntentSerializer,
+            (200, "text/csv"): _CSV,
+        },
+    )
+    def get(self, request: Request) -> Response:
+        """Per intent, each backend's requests, rates, latency, score and share."""
+        found = backends_by_intent(tenant=request_api_key(request).tenant, **self._params())
+        if not self._csv():
+            return Response(BackendsByIntentSerializer(found).data)
+        rows = [
+            [
+                intent["intent"],
+                *(stats[column] for column in BY_INTENT_COLUMNS[1:10]),
+                intent["decisions"],
+                intent["cached"],
+            ]
+            for intent in found["intents"]
+            for stats in intent["backends"]
+        ]
+        return Response(CsvTable(list(BY_INTENT_COLUMNS), rows))
+
+
+class TimeseriesView(_RangeView):
+    """GET /api/v1/analytics/timeseries?since=&until=&intent=&backend=&format=."""
+
+    @extend_schema(
+        parameters=[
+            *_RANGE_PARAMETERS,
+            OpenApiParameter(
+                "backend", {"type": "string", "maxLength": 100}, description="A backend's name."
+            ),
+            _FORMAT,
+        ],
+        responses={(200, "application/json"): TimeseriesSerializer, (200, "text/csv"): _CSV},
+    )
+    def get(self, request: Request) -> Response:
+        """Per backend, its minute (ranges up to 6 hours) or hour buckets."""
+        found = timeseries(
+            tenant=request_api_key(request).tenant,
+            backend=request.query_params.get("backend") or None,
+            **self._params(),
+        )
+        if not self._csv():
+            return Response(TimeseriesSerializer(found).data)
+        columns = ["backend", "start", "requests", "success_rate", "p95_ms"]
+        rows = [
+            [series["backend"], *(point[c] for c in columns[1:])]
+            for series in found["backends"]
+            for point in series["buckets"]
+        ]
+        return Response(CsvTable(columns, rows))

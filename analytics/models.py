@@ -16,13 +16,34 @@ from flywheel.models import Tenant
 LATENCY_BUCKETS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 
 
-class DecisionRollup(models.Model):
-    """Decisions aggregated per hour, tenant, backend and intent, for the analytics pages.
+class Granularity(models.TextChoices):
+    MINUTE = "minute", "Minute"
+    HOUR = "hour", "Hour"
 
-    ``backend`` is empty for decisions that reached no backend. ``latency_histogram``
-    holds one count per bound of LATENCY_BUCKETS_MS plus one for slower answers.
+
+class DecisionRollup(models.Model):
+    """Decisions aggregated per bucket (a minute or an hour), tenant, backend and intent.
+
+    Two kinds of row, told apart by ``backend``:
+
+    - with a backend, ATTEMPT level: the performance records on that backend, bucketed
+      by their decision's ``created_at`` (tenant and intent from the decision).
+      ``count`` = attempts, ``successes`` = successful attempts, ``fallbacks`` = failed
+      attempts whose decision was still answered (outcome fallback or cached), latency
+      = the attempts'. ``won`` = decisions answered through this backend
+      (decision.backend), ``score_sum`` / ``scored`` = their scores, where set.
+    - with no backend, the intent's DECISION-level totals: ``count`` = decisions,
+      ``successes`` = answered (success, fallback or cached), ``fallbacks`` = outcome
+      fallback, ``cached`` = outcome cached, latency = the decisions' ``total_ms``.
+
+    ``latency_histogram`` holds one count per bound of LATENCY_BUCKETS_MS (a value
+    counts under the first bound it does not exceed) plus one for slower ones.
+    analytics.rollups writes these rows; minute rows are kept for 48 hours.
     """
 
+    granularity = models.CharField(
+        max_length=6, choices=Granularity.choices, default=Granularity.HOUR
+    )
     bucket_start = models.DateTimeField()
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     backend = models.ForeignKey(
@@ -32,26 +53,36 @@ class DecisionRollup(models.Model):
     count = models.PositiveIntegerField(default=0)
     successes = models.PositiveIntegerField(default=0)
     fallbacks = models.PositiveIntegerField(default=0)
+    cached = models.PositiveIntegerField(default=0)
     latency_sum_ms = models.FloatField(default=0)
     latency_histogram = models.JSONField(default=list, blank=True)
+    won = models.PositiveIntegerField(default=0)
+    score_sum = models.FloatField(default=0)
+    scored = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-bucket_start"]
         indexes = [
-            models.Index(fields=["bucket_start", "tenant"], name="rollup_time_tenant"),
+            models.Index(
+                fields=["granularity", "bucket_start", "tenant"], name="rollup_grain_time_tenant"
+            ),
         ]
         constraints = [
             # Two partial constraints rather than nulls_distinct=False, which
             # SQLite (the zero-setup database) cannot enforce.
             models.UniqueConstraint(
-                fields=["bucket_start", "tenant", "backend", "intent"],
+                fields=["granularity", "bucket_start", "tenant", "backend", "intent"],
                 condition=models.Q(backend__isnull=False),
                 name="rollup_unique_bucket",
             ),
             models.UniqueConstraint(
-                fields=["bucket_start", "tenant", "intent"],
+                fields=["granularity", "bucket_start", "tenant", "intent"],
                 condition=models.Q(backend__isnull=True),
                 name="rollup_unique_bucket_no_backend",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(granularity__in=Granularity.values),
+                name="rollup_granularity_valid",
             ),
             models.CheckConstraint(
                 condition=models.Q(successes__lte=models.F("count")),
@@ -64,4 +95,26 @@ class DecisionRollup(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.bucket_start:%Y-%m-%d %H:00} {self.intent or '-'}"
+        return f"{self.granularity} {self.bucket_start:%Y-%m-%d %H:%M} {self.intent or '-'}"
+
+
+class RollupState(models.Model):
+    """How far the rollups have read: one row (pk 1).
+
+    Decisions with an id above ``last_decision_id`` are not in any rollup row yet;
+    the analytics reads add them from the raw rows.
+    """
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    last_decision_id = models.BigIntegerField(default=0)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "rollup state"
+        verbose_name_plural = "rollup state"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(id=1), name="rollupstate_single_row"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Rolled up to decision {self.last_decision_id}"

@@ -9,6 +9,8 @@ DEFAULT_SCHEDULES = {
     "Check backend health": ("backends.check_health", 30),
     "Discover flows": ("chatflows.discover_flows", 60),
     "Share backend performance": ("routing.publish_performance", 300),
+    # analytics/migrations/0006 adds it where the others were installed before it.
+    "Roll up decisions": ("analytics.rollup_decisions", 60),
 }
 
 

@@ -286,6 +286,8 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
 EMPTY_IS_NO_FILTER = {
     ("get", "/api/v1/flows"): {"backend", "intent"},
     ("get", "/api/v1/decisions"): {"intent", "outcome", "backend", "session"},
+    ("get", "/api/v1/analytics/backends-by-intent"): {"since", "until", "intent"},
+    ("get", "/api/v1/analytics/timeseries"): {"since", "until", "intent", "backend"},
 }
 
 # Backend bodies: unknown fields are refused; URLs are http(s) with no user-info; names

@@ -55,6 +55,14 @@ api_v1 = [
         analytics_api.DecisionDetailView.as_view(),
         name="decision",
     ),
+    path(
+        "analytics/backends-by-intent",
+        analytics_api.BackendsByIntentView.as_view(),
+        name="analytics-backends-by-intent",
+    ),
+    path(
+        "analytics/timeseries", analytics_api.TimeseriesView.as_view(), name="analytics-timeseries"
+    ),
     path("query-router/route", routing_api.query_router_route, name="query-router-route"),
     path("query-router/patterns", routing_api.query_router_patterns, name="query-router-patterns"),
     path("query-router/status", routing_api.query_router_status, name="query-router-status"),

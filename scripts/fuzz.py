@@ -38,7 +38,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -214,6 +214,30 @@ def _fit_chatflow(case: schemathesis.Case) -> None:
         case.query["backend"] = STANDIN if len(backend) % 2 else ""
 
 
+def _moment(value: Any) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _fit_range(case: schemathesis.Case) -> None:
+    """A range the schema cannot refuse (since after until, or over 90 days) becomes the
+    day before until: the two dates are each valid, only together they are not."""
+    query = case.query if isinstance(case.query, dict) else None
+    if not query or "since" not in query:
+        return
+    start, end = _moment(query["since"]), _moment(query.get("until") or datetime.now(UTC))
+    if start is None or end is None:
+        return  # not a date: the server refuses it, as the schema does
+    if start >= end or end - start > timedelta(days=90):
+        try:
+            query["since"] = (end - timedelta(days=1)).isoformat()
+        except OverflowError:  # until is the first day datetime holds
+            del query["since"]
+
+
 @schemathesis.hook
 def before_call(
     context: schemathesis.HookContext, case: schemathesis.Case, kwargs: dict[str, Any]
@@ -221,6 +245,8 @@ def before_call(
     path = case.operation.path
     if path == CHATFLOWS or path.startswith(f"{CHATFLOWS}/"):
         _fit_chatflow(case)
+    if path.startswith("/api/v1/analytics/"):
+        _fit_range(case)
     if not isinstance(case.body, dict):
         return
     if path in {"/api/v1/query", "/api/v1/route"}:

@@ -97,6 +97,7 @@ def test_it_schedules_health_and_discovery_in_the_database() -> None:
         "backends.check_health": 30,
         "chatflows.discover_flows": 60,
         "routing.publish_performance": 300,
+        "analytics.rollup_decisions": 60,
     }
 
 
@@ -106,5 +107,5 @@ def test_schedule_edits_survive_running_it_again() -> None:
 
     call_command("load_defaults", stdout=StringIO())
 
-    assert PeriodicTask.objects.count() == 3
+    assert PeriodicTask.objects.count() == 4
     assert PeriodicTask.objects.get(task="backends.check_health").enabled is False

@@ -28,6 +28,8 @@ ERRORS = {
     ("get", "/api/v1/flows"): {400, 401, 429},
     ("get", "/api/v1/decisions"): {400, 401, 429},
     ("get", "/api/v1/decisions/{request_id}"): {401, 404, 429},
+    ("get", "/api/v1/analytics/backends-by-intent"): {400, 401, 429},
+    ("get", "/api/v1/analytics/timeseries"): {400, 401, 429},
     ("get", "/api/v1/sessions"): {400, 401, 429},
     ("get", "/api/v1/sessions/{session_id}"): {401, 404, 429},
     ("get", "/api/v1/whoami"): {401, 429},
@@ -250,3 +252,15 @@ def test_the_server_refuses_the_bodies_the_schema_refuses(api_client: APIClient)
     not_json = api_client.post("/api/v1/query", "question=hi", content_type="text/plain")
     assert not_json.status_code == 415
     assert not_json.json()["error"]["type"] == "UnsupportedMediaType"
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/analytics/backends-by-intent", "/api/v1/analytics/timeseries"]
+)
+def test_the_analytics_parameters_state_their_constraints(schema, path: str) -> None:
+    assert _parameter(schema, "get", path, "since")["format"] == "date-time"
+    assert _parameter(schema, "get", path, "until")["format"] == "date-time"
+    assert _parameter(schema, "get", path, "intent")["pattern"] == "^[-a-z0-9_]{1,50}$"
+    assert set(_parameter(schema, "get", path, "format")["enum"]) == {"json", "csv"}
+    content = schema["paths"][path]["get"]["responses"]["200"]["content"]
+    assert set(content) == {"application/json", "text/csv"}
