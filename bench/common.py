@@ -82,3 +82,27 @@ def peak_rss_mb(pid: int) -> float:
             if line.startswith("VmHWM:"):
                 total_kb += int(line.split()[1])
     return total_kb / 1024
+
+
+def manage(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    """``manage.py ARGS`` with ``env`` over this process's environment; its stdout."""
+    result = subprocess.run(  # noqa: S603
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout.strip()
+
+
+def recreate_database(url: str) -> None:
+    """Drop and create the PostgreSQL database ``url`` names (a benchmark's own)."""
+    import psycopg
+
+    admin, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')

@@ -40,7 +40,16 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
-from bench.common import ROOT, free_port, questions, start, summary, wait_for  # noqa: E402
+from bench.common import (  # noqa: E402
+    ROOT,
+    free_port,
+    manage,
+    questions,
+    recreate_database,
+    start,
+    summary,
+    wait_for,
+)
 from bench.loadgen import HttpConnection  # noqa: E402
 
 PG = os.environ.get(
@@ -72,29 +81,6 @@ print(api_key_create(tenant=tenant_get_or_create_default(), name="bench", rate_l
 ROUNDS = 300
 WARM = 30
 STARTS = 5
-
-
-def manage(*args: str, stdin: str | None = None) -> str:
-    result = subprocess.run(  # noqa: S603
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env={**os.environ, **ENV},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return result.stdout.strip()
-
-
-def recreate_database() -> None:
-    import psycopg
-
-    admin = PG.rsplit("/", 1)[0] + "/postgres"
-    name = PG.rsplit("/", 1)[1]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def expect_ok(status: int, body: bytes) -> None:
@@ -269,10 +255,10 @@ def serve_rest(port: int) -> subprocess.Popen[bytes]:
 
 
 def main() -> None:
-    recreate_database()
-    manage("migrate", "--noinput", "-v", "0")
+    recreate_database(PG)
+    manage(ENV, "migrate", "--noinput", "-v", "0")
     standin_port, rest_port, mcp_port = free_port(), free_port(), free_port()
-    key = manage("shell", stdin=SETUP.format(port=standin_port)).splitlines()[-1]
+    key = manage(ENV, "shell", stdin=SETUP.format(port=standin_port)).splitlines()[-1]
     os.environ.update(ENV)
     import django
 

@@ -35,7 +35,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, free_port, peak_rss_mb, questions, start, summary, wait_for
+from bench.common import (
+    ROOT,
+    free_port,
+    manage,
+    peak_rss_mb,
+    questions,
+    recreate_database,
+    start,
+    summary,
+    wait_for,
+)
 from bench.loadgen import HttpConnection
 
 # One process, then one per core of the machines this runs on.
@@ -79,29 +89,6 @@ def expect_ok(status: int, body: bytes) -> None:
 
 def ask(question: str, backend: str) -> dict[str, str]:
     return {"question": question, "backend": backend}
-
-
-def manage(*args: str, stdin: str | None = None) -> str:
-    result = subprocess.run(  # noqa: S603
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env={**os.environ, **ENV},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return result.stdout.strip()
-
-
-def recreate_database() -> None:
-    import psycopg
-
-    admin = PG.rsplit("/", 1)[0] + "/postgres"
-    name = PG.rsplit("/", 1)[1]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 async def overhead(port: int, standin_port: int, key: str) -> None:
@@ -232,11 +219,11 @@ def serve(port: int, workers: int, env: dict[str, str] | None = None) -> subproc
 
 
 def main() -> None:
-    recreate_database()
-    manage("migrate", "--noinput", "-v", "0")
+    recreate_database(PG)
+    manage(ENV, "migrate", "--noinput", "-v", "0")
     instant_port, slow_port = free_port(), free_port()
     setup = SETUP.format(instant=instant_port, slow=slow_port, limit=BENCH_KEY_LIMIT)
-    key, unlimited_key = manage("shell", stdin=setup).splitlines()[-2:]
+    key, unlimited_key = manage(ENV, "shell", stdin=setup).splitlines()[-2:]
     standins = [
         start(["bench/standin.py", str(instant_port), "0"]),
         start(["bench/standin.py", str(slow_port), "1.0"]),

@@ -14,10 +14,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from backends.adapters import build_adapter
+from backends.adapters import build_adapter, run_sync
 from backends.adapters.base import BackendConfig
 from backends.adapters.flowise import FlowiseBackend
 from backends.adapters.langflow import LangflowBackend
+from backends.services import ahealth_check_all
+from chatflows.models import Flow
+from chatflows.services import adiscover_all
+from routing import state
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS_ENV = Path(os.environ.get("FLYWHEEL_PEERS_ENV", ROOT / "var" / "peers.env"))
@@ -41,6 +45,22 @@ def _read_env() -> dict[str, str]:
         if sep and not key.startswith("#"):
             values[key.strip()] = value.strip().strip("'\"")
     return values
+
+
+def serve_code_review(peers: dict[str, str]) -> None:
+    """Discover and probe the registered peers, and mark their echo flows as serving code
+    review (the agentflow more specifically), so routing has a known choice to make."""
+    run_sync(adiscover_all)
+    serving = {
+        peers["FLOWISE_AGENTFLOW_ID"]: ["code-review", "refactor", "pull request"],
+        peers["LANGFLOW_PROMPT_FLOW_ID"]: ["code-review"],
+    }
+    for flow in Flow.objects.filter(external_id__in=serving):
+        flow.intent_keywords = serving[flow.external_id]
+        flow.keywords_edited = True
+        flow.save()
+    run_sync(ahealth_check_all)
+    state.forget()
 
 
 @pytest.fixture(scope="session")

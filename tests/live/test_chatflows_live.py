@@ -64,7 +64,6 @@ def test_the_flowise_lifecycle_over_rest(flowise_config: BackendConfig, tenant: 
         renamed = client.patch(f"/api/v1/chatflows/{flow_id}", {"name": f"{name}-2"}, "json")
         refused = client.post(f"/api/v1/chatflows/{flow_id}/predict", {"question": "hi"}, "json")
         deployed = client.post(f"/api/v1/chatflows/{flow_id}/deploy", {"deployed": True}, "json")
-        refresh()
         ran = client.post(
             f"/api/v1/chatflows/{flow_id}/predict", {"question": "hello live"}, "json"
         )
@@ -102,7 +101,6 @@ def test_the_langflow_lifecycle_over_rest(langflow_config: BackendConfig, tenant
         got = client.get(f"/api/v1/chatflows/{flow_id}")
         renamed = client.patch(f"/api/v1/chatflows/{flow_id}", {"name": f"{name}-2"}, "json")
         deploy = client.post(f"/api/v1/chatflows/{flow_id}/deploy", {"deployed": True}, "json")
-        refresh()
         ran = client.post(
             f"/api/v1/chatflows/{flow_id}/predict", {"question": "hello langflow"}, "json"
         )

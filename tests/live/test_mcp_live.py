@@ -15,16 +15,13 @@ from mcp_types import CallToolResult
 
 from agents.auth import KeyCaller
 from agents.server import build_server
-from backends.adapters import run_sync
 from backends.adapters.base import BackendConfig
-from backends.services import ahealth_check_all, backend_create
-from chatflows.models import Flow
-from chatflows.services import adiscover_all
+from backends.services import backend_create
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
-from routing import state
 from routing.recording import drain
 from routing.services import defaults_load
+from tests.live.conftest import serve_code_review
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -70,17 +67,7 @@ def live_key(flowise_config: BackendConfig, langflow_config: BackendConfig, peer
             trusted=True,
             timeout_seconds=30,
         )
-    run_sync(adiscover_all)
-    serving = {
-        peers["FLOWISE_AGENTFLOW_ID"]: ["code-review", "refactor", "pull request"],
-        peers["LANGFLOW_PROMPT_FLOW_ID"]: ["code-review"],
-    }
-    for flow in Flow.objects.filter(external_id__in=serving):
-        flow.intent_keywords = serving[flow.external_id]
-        flow.keywords_edited = True
-        flow.save()
-    run_sync(ahealth_check_all)
-    state.forget()
+    serve_code_review(peers)
     return api_key_create(tenant=tenant, name="live mcp")[1]
 
 
@@ -101,7 +88,6 @@ def test_seed_003s_lifecycle_on_the_real_flowise(live_key: str) -> None:
             ("update_chatflow", {"chatflow_id": flow_id, "name": "mcp-live-renamed"}),
             ("deploy_chatflow", {"chatflow_id": flow_id, "deployed": True}),
         )
-        state.forget()  # this process's 1 s memo of the routing state: see the new flow now
         (ran,) = session(
             live_key, ("run_prediction", {"chatflow_id": flow_id, "question": "hello live"})
         )
@@ -136,7 +122,6 @@ def test_the_langflow_lifecycle_and_its_refused_deployment(live_key: str) -> Non
             ("update_chatflow", {"chatflow_id": flow_id, "name": "mcp-live-lf-renamed"}),
             ("deploy_chatflow", {"chatflow_id": flow_id, "deployed": True}),
         )
-        state.forget()
         (ran,) = session(
             live_key, ("run_prediction", {"chatflow_id": flow_id, "question": "hello langflow"})
         )

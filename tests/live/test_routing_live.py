@@ -10,17 +10,13 @@ import pytest
 from backends.adapters import run_sync
 from backends.adapters.base import BackendConfig
 from backends.models import Backend
-from backends.services import ahealth_check_all
-from chatflows.models import Flow
-from chatflows.services import adiscover_all
 from flywheel.models import Tenant
-from routing import state
 from routing.models import RoutingDecision
 from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, stream_answer
 from routing.services import defaults_load
-from tests.live.conftest import ROOT
+from tests.live.conftest import ROOT, serve_code_review
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -39,17 +35,7 @@ def routed(flowise_config: BackendConfig, langflow_config: BackendConfig, peers)
             api_key=config.api_key,
             allow_private_addresses=True,
         )
-    run_sync(adiscover_all)
-    serving = {
-        peers["FLOWISE_AGENTFLOW_ID"]: ["code-review", "refactor", "pull request"],
-        peers["LANGFLOW_PROMPT_FLOW_ID"]: ["code-review"],
-    }
-    for flow in Flow.objects.filter(external_id__in=serving):
-        flow.intent_keywords = serving[flow.external_id]
-        flow.keywords_edited = True
-        flow.save()
-    run_sync(ahealth_check_all)
-    state.forget()
+    serve_code_review(peers)
     return Tenant.objects.create(name="Live", slug="live")
 
 
