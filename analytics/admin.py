@@ -9,10 +9,12 @@ configured with. Django lists them under their app, Routing.
 from __future__ import annotations
 
 from django.contrib import admin
+from django.utils.html import format_html
 
 from analytics.models import DecisionRollup, RollupState
 from flywheel.admin_base import ReadOnlyAdmin
 from routing.models import PerformanceRecord, RoutingDecision
+from routing.service import trace_path
 
 
 @admin.register(RoutingDecision)
@@ -31,6 +33,13 @@ class RoutingDecisionAdmin(ReadOnlyAdmin):
     search_fields = ["request_id", "question", "error_type"]
     list_select_related = ["tenant", "backend"]
     date_hierarchy = "created_at"
+    readonly_fields = ["trace"]
+
+    @admin.display(description="Trace page")
+    def trace(self, decision: RoutingDecision) -> str:
+        return format_html(
+            '<a href="{}">Open the trace of this decision</a>', trace_path(decision.request_id)
+        )
 
 
 @admin.register(PerformanceRecord)

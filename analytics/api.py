@@ -20,18 +20,22 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_field,
     extend_schema_view,
+    inline_serializer,
 )
 from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import ListAPIView
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from analytics.access import Scope, scope_for_key, scope_for_user
 from analytics.metrics import backends_by_intent, timeseries
 from analytics.models import Granularity
 from analytics.selectors import decision_get, decisions_for
-from flywheel.authentication import request_api_key
+from analytics.visualize import session_visualization
+from flywheel.authentication import ApiKeyAuthentication, request_api_key
 from flywheel.errors import ValidationError
 from flywheel.rest import StrictLimitOffsetPagination, absolute_url
 from routing.models import Outcome, RoutingDecision
@@ -181,6 +185,13 @@ _RANGE_PARAMETERS = [
         description="ISO 8601 (UTC when no offset is given). Default: now.",
     ),
     OpenApiParameter("intent", {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"}),
+    OpenApiParameter(
+        "tenant",
+        {"type": "string", "maxLength": 50},
+        description="A tenant's slug. An API key reads its own tenant only (another is "
+        "403); staff logged in with the permission to view routing decisions read every "
+        "tenant, or the one named.",
+    ),
 ]
 _FORMAT = OpenApiParameter(
     "format", str, enum=["json", "csv"], description="csv: text/csv, one row per line."
@@ -188,9 +199,20 @@ _FORMAT = OpenApiParameter(
 _CSV = {"type": "string", "description": "CSV with a header row."}
 
 
-class _RangeView(APIView):
-    """What both analytics views share: JSON or CSV, and errors always in JSON."""
+def reader_scope(request: Request) -> Scope:
+    """Whose decisions the caller reads: an API key's tenant, or a logged-in person's
+    (analytics.access). Raises PermissionDeniedError or ValidationError."""
+    tenant = request.query_params.get("tenant") or None
+    if request.auth is not None:
+        return scope_for_key(request_api_key(request), tenant=tenant)
+    return scope_for_user(request.user, tenant=tenant)
 
+
+class _RangeView(APIView):
+    """What both analytics views share: JSON or CSV, errors always in JSON, and the
+    reader: an API key, or the session of a person on the analytics page (its CSV links)."""
+
+    authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
     renderer_classes = [JSONRenderer, CsvRenderer]
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
@@ -240,6 +262,11 @@ class IntentStatsSerializer(serializers.Serializer):
     answered = serializers.IntegerField()
     cached = serializers.IntegerField()
     backends = BackendStatsSerializer(many=True)
+    preferred = serializers.DictField(
+        help_text="The backend routing would try first for this intent now (backend, flow, "
+        "score and its factors, recent_attempts), why in words, and every candidate; "
+        "backend is null when none could serve it."
+    )
 
 
 class _RangeSerializer(serializers.Serializer):
@@ -296,7 +323,7 @@ class BackendsByIntentView(_RangeView):
     )
     def get(self, request: Request) -> Response:
         """Per intent, each backend's requests, rates, latency, score and share."""
-        found = backends_by_intent(tenant=request_api_key(request).tenant, **self._params())
+        found = backends_by_intent(tenant=reader_scope(request).tenant, **self._params())
         if not self._csv():
             return Response(BackendsByIntentSerializer(found).data)
         rows = [
@@ -328,7 +355,7 @@ class TimeseriesView(_RangeView):
     def get(self, request: Request) -> Response:
         """Per backend, its minute (ranges up to 6 hours) or hour buckets."""
         found = timeseries(
-            tenant=request_api_key(request).tenant,
+            tenant=reader_scope(request).tenant,
             backend=request.query_params.get("backend") or None,
             **self._params(),
         )
@@ -341,3 +368,36 @@ class TimeseriesView(_RangeView):
             for point in series["buckets"]
         ]
         return Response(CsvTable(columns, rows))
+
+
+class VisualizeView(APIView):
+    """GET /api/v1/visualize/{session_id}: seed 002's visualisation data of a session."""
+
+    @extend_schema(
+        responses=inline_serializer(
+            "SessionVisualization",
+            {
+                "session_id": serializers.UUIDField(),
+                "tenant": serializers.CharField(),
+                "created_at": serializers.DateTimeField(),
+                "updated_at": serializers.DateTimeField(),
+                "visualization_url": serializers.CharField(),
+                "turns": serializers.ListField(
+                    child=serializers.DictField(),
+                    help_text="Each decision of the session, oldest first: question, "
+                    "intent (intent, method, confidence, evidence), query_type, "
+                    "candidates, fallback_chain, outcome, answered_by, answer, error, "
+                    "timings, trace_url.",
+                ),
+            },
+        )
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        """Each turn of the session and how it was routed."""
+        found = session_visualization(
+            scope=scope_for_key(request_api_key(request)), session_id=session_id
+        )
+        found["visualization_url"] = absolute_url(request, found["visualization_url"])
+        for turn in found["turns"]:
+            turn["trace_url"] = absolute_url(request, turn["trace_url"])
+        return Response(found)

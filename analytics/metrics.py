@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, Granularity, RollupState
+from analytics.preference import preferred
 from analytics.rollups import MINUTE_RETENTION, STEP, Key, Tally, aggregate, bucket_floor
 from analytics.selectors import INTENT_SLUG, MAX_BACKEND_NAME
 from backends.models import Backend
@@ -184,9 +185,11 @@ def backends_by_intent(
     until: str | datetime | None = None,
     intent: str | None = None,
 ) -> dict[str, Any]:
-    """Per intent, its totals (decisions, answered, cached) and per backend: requests
+    """Per intent, its totals (decisions, answered, cached), per backend: requests
     (attempts), success and fallback rates, p50 and p95 latency, mean score and share
-    of the intent's decisions. Raises ValidationError naming the bad parameter."""
+    of the intent's decisions; and ``preferred``: the backend routing would try first
+    now, and why (analytics.preference). Raises ValidationError naming the bad
+    parameter."""
     _check(intent, None)
     window = window_of(since, until)
     found = tallies(tenant=tenant, window=window, intent=intent)
@@ -214,6 +217,7 @@ def backends_by_intent(
                 "answered": totals.successes,
                 "cached": totals.cached,
                 "backends": backends,
+                "preferred": preferred(tenant_id=tenant.pk if tenant else None, intent=slug),
             }
         )
     return {**_range(window), "intents": intents}
@@ -259,3 +263,16 @@ def timeseries(
         backends.append({"backend": name, "buckets": points})
     backends.sort(key=lambda series: str(series["backend"]))
     return {**_range(window), "backends": backends}
+
+
+def totals(*, tenant: Tenant | None, since: datetime) -> dict[str, Any]:
+    """Decisions since ``since`` (read from the rollups and the tail): how many, how
+    many were answered, and the success rate (None without decisions)."""
+    found = tallies(tenant=tenant, window=window_of(since, None))
+    decisions = sum(t.count for (_, _, backend_id, _), t in found.items() if backend_id is None)
+    answered = sum(t.successes for (_, _, backend_id, _), t in found.items() if backend_id is None)
+    return {
+        "decisions": decisions,
+        "answered": answered,
+        "success_rate": _rate(answered, decisions),
+    }

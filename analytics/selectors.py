@@ -40,15 +40,15 @@ def _check_filters(intent: str | None, outcome: str | None, backend: str | None)
 
 
 def decisions_for(
-    tenant: Tenant,
+    tenant: Tenant | None,
     *,
     intent: str | None = None,
     outcome: str | None = None,
     backend: str | None = None,
     session_id: str | None = None,
 ) -> QuerySet[RoutingDecision]:
-    """The tenant's decisions, newest first, optionally filtered (a value that matches
-    nothing is an empty result).
+    """The tenant's decisions (every tenant's for None: staff), newest first, optionally
+    filtered (a value that matches nothing is an empty result).
 
     Raises ValidationError naming the filter (``intent``, ``outcome``,
     ``backend`` or ``session``) whose value no decision could have.
@@ -56,11 +56,11 @@ def decisions_for(
     _check_filters(intent, outcome, backend)
     session = session_key(session_id, field="session") if session_id else None
     settle()
-    decisions = (
-        RoutingDecision.objects.filter(tenant=tenant)
-        .select_related("backend", "flow")
-        .order_by("-created_at", "-id")
+    decisions = RoutingDecision.objects.select_related("backend", "flow").order_by(
+        "-created_at", "-id"
     )
+    if tenant is not None:
+        decisions = decisions.filter(tenant=tenant)
     if intent:
         decisions = decisions.filter(intent=intent)
     if outcome:

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from flywheel.errors import ValidationError
-from flywheel.models import ApiKey, Tenant
+from flywheel.models import ApiKey, Membership, Tenant
 from flywheel.services import api_key_create, api_key_revoke, api_key_set_rate_limit
 
 READONLY_KEY_FIELDS = ("tenant", "name", "prefix", "created_at", "last_used_at", "revoked_at")
@@ -124,3 +124,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for api_key in queryset:
             api_key_revoke(api_key=api_key)
         self.message_user(request, f"Revoked {queryset.count()} key(s).", messages.SUCCESS)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    """Which tenant a person acts for on the chat and analytics pages."""
+
+    list_display = ["user", "tenant", "created_at"]
+    list_filter = ["tenant"]
+    search_fields = ["user__username", "tenant__name", "tenant__slug"]
+    autocomplete_fields = ["user", "tenant"]
+    list_select_related = ["user", "tenant"]

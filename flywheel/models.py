@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Lower
@@ -89,3 +90,24 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class Membership(models.Model):
+    """A person's account acting for a tenant on the web pages (chat, analytics).
+
+    API keys act for their tenant; a logged-in user acts for the tenant of their
+    membership. Staff with the permission to view routing decisions read every
+    tenant's pages whether or not they have one.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="flywheel_membership"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="members")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant__name", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} → {self.tenant}"

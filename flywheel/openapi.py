@@ -347,6 +347,7 @@ STATUSES = {
 }
 CHATFLOW = "/api/v1/chatflows/{chatflow_id}"
 _SHARED = "The flow is on a shared backend: managed by an administrator."
+_OTHER_TENANT = "tenant= names another tenant than the key's."
 _BACKEND_CALL: dict[int, str | None] = {
     502: "The backend failed or refused Flywheel's credentials.",
     504: "The backend did not answer in time.",
@@ -383,6 +384,12 @@ EXTRA: dict[tuple[str, str], dict[int, str | None]] = {
         429: "Too many requests, or too many discoveries of this backend: see Retry-After.",
         502: None,
         504: None,
+    },
+    ("get", "/api/v1/analytics/backends-by-intent"): {403: _OTHER_TENANT},
+    ("get", "/api/v1/analytics/timeseries"): {403: _OTHER_TENANT},
+    ("get", "/api/v1/visualize/{session_id}"): {
+        400: "Not a session id (a UUID).",
+        404: "No such session for this tenant.",
     },
     ("get", "/api/v1/chatflows"): {404: "No such backend for this tenant (?backend=)."},
     ("post", "/api/v1/chatflows"): {

@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from flywheel.cache import shared_cache
 from flywheel.env import as_rate
-from flywheel.errors import AuthenticationError, ValidationError
-from flywheel.models import ApiKey, Tenant
+from flywheel.errors import AuthenticationError, PermissionDeniedError, ValidationError
+from flywheel.models import ApiKey, Membership, Tenant
 from flywheel.ratelimit import address_admit, address_failure_note, describe
 
 KEY_SCHEME = "fw"
@@ -42,6 +42,33 @@ def hash_api_key(raw_key: str) -> str:
 def tenant_get_or_create_default() -> Tenant:
     """Return the tenant that owns work done without an API key (CLI, first run)."""
     tenant, _ = Tenant.objects.get_or_create(slug=DEFAULT_TENANT_SLUG, defaults={"name": "Default"})
+    return tenant
+
+
+def tenant_for_user(user: Any) -> Tenant | None:
+    """The tenant a logged-in person acts for on the web pages: their membership's; a
+    superuser without one acts for the default tenant; anyone else for none (None)."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    membership = (
+        Membership.objects.select_related("tenant")
+        .filter(user=user, tenant__is_active=True)
+        .first()
+    )
+    if membership is not None:
+        return membership.tenant
+    return tenant_get_or_create_default() if user.is_superuser else None
+
+
+def tenant_acted_for(user: Any) -> Tenant:
+    """As tenant_for_user, but raises PermissionDeniedError (saying how to fix it) when
+    the person acts for no tenant."""
+    tenant = tenant_for_user(user)
+    if tenant is None:
+        raise PermissionDeniedError(
+            "Your account acts for no tenant yet: an administrator can link it to one "
+            "(admin, Flywheel, Memberships)."
+        )
     return tenant
 
 

@@ -10,12 +10,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.routers import SimpleRouter
 
 from analytics import api as analytics_api
-from analytics.views import decision_trace
+from analytics import pages
 from backends.api import BackendViewSet
 from chatflows import chatflow_api
 from chatflows.api import BackendDiscoverView, FlowListView
 from flywheel import errors, views
 from routing import api as routing_api
+from routing import chat
 
 router = SimpleRouter(trailing_slash=False)
 router.register("backends", BackendViewSet, basename="backend")
@@ -63,6 +64,11 @@ api_v1 = [
     path(
         "analytics/timeseries", analytics_api.TimeseriesView.as_view(), name="analytics-timeseries"
     ),
+    path(
+        "visualize/<str:session_id>",
+        analytics_api.VisualizeView.as_view(),
+        name="visualize",
+    ),
     path("query-router/route", routing_api.query_router_route, name="query-router-route"),
     path("query-router/patterns", routing_api.query_router_patterns, name="query-router-patterns"),
     path("query-router/status", routing_api.query_router_status, name="query-router-status"),
@@ -73,8 +79,20 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    path("", pages.home, name="home"),
+    path("analytics/", pages.analytics_page, name="analytics"),
+    path("analytics/decisions/", pages.decisions_page, name="analytics-decisions"),
+    path("decisions/<uuid:request_id>", pages.decision_trace, name="decision-trace"),
+    path("v/<uuid:session_id>/", pages.session_page, name="session-visualization"),
+    path("chat/", chat.chat_page, name="chat"),
+    path("chat/ask", chat.chat_ask, name="chat-ask"),
+    path("chat/conversations", chat.chat_conversations, name="chat-conversations"),
+    path(
+        "chat/conversations/<uuid:session_id>",
+        chat.chat_conversation,
+        name="chat-conversation",
+    ),
     path("healthz", views.healthz, name="healthz"),
-    path("decisions/<uuid:request_id>", decision_trace, name="decision-trace"),
     path("readyz", views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_v1, "api"))),

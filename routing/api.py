@@ -47,9 +47,10 @@ def _sse(event: str, data: dict[str, Any]) -> str:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n"
 
 
-async def _events(
+async def sse_events(
     request: HttpRequest, events: AsyncIterator[dict[str, Any]]
 ) -> AsyncIterator[str]:
+    """Answer events as Server-Sent Events; the ``end`` event's trace_url made absolute."""
     async for event in events:
         name = event.pop("event")
         yield _sse(name, _absolute(request, event) if name == "end" else event)
@@ -62,7 +63,7 @@ async def query(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     tenant = api_key.tenant  # loaded with the key
     if query_req.stream:
         response = StreamingHttpResponse(
-            _events(request, stream_answer(query_req, tenant=tenant)),
+            sse_events(request, stream_answer(query_req, tenant=tenant)),
             content_type="text/event-stream",
         )
         response["Cache-Control"] = "no-cache"
@@ -171,6 +172,7 @@ class SessionSummarySerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField(help_text="When its last turn was written.")
     first_question = serializers.CharField()
+    preview = serializers.CharField(help_text="The start of its last answer.")
     turn_count = serializers.IntegerField(min_value=1)
 
 

@@ -70,9 +70,12 @@ performance AS (
     WHERE EXISTS (SELECT 1 FROM {backend} WHERE id = attempt.backend_id)
     ORDER BY batch.position, x.n
 )
-INSERT INTO {turn} (session_id, question, answer, intent, backend_id, flow_id, created_at)
-SELECT session_id, question, answer, intent, {live_backend}, {live_flow}, clock_timestamp()
-FROM batch WHERE session_id IS NOT NULL AND answer IS NOT NULL ORDER BY position
+INSERT INTO {turn}
+    (session_id, question, answer, intent, backend_id, flow_id, decision_id, created_at)
+SELECT batch.session_id, batch.question, batch.answer, batch.intent, {live_backend},
+       {live_flow}, decisions.id, clock_timestamp()
+FROM batch JOIN decisions USING (request_id)
+WHERE batch.session_id IS NOT NULL AND batch.answer IS NOT NULL ORDER BY batch.position
 """
 
 

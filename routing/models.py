@@ -236,6 +236,10 @@ class Turn(models.Model):
     flow = models.ForeignKey(
         Flow, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # The decision that answered this turn (turns stored before the link have none).
+    decision = models.OneToOneField(
+        "RoutingDecision", on_delete=models.SET_NULL, null=True, blank=True, related_name="turn"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -310,6 +314,9 @@ class RoutingDecision(models.Model):
     )
     outcome = models.CharField(max_length=10, choices=Outcome.choices)
     error_type = models.CharField(max_length=50, blank=True)
+    error_message = models.TextField(
+        blank=True, default="", help_text="What the caller was told when no answer came."
+    )
     classify_ms = models.FloatField(default=0)
     route_ms = models.FloatField(default=0)
     execute_ms = models.FloatField(default=0)

@@ -28,6 +28,7 @@ from routing.scoring import (
     Candidate,
     FlowEntry,
     HealthEntry,
+    Performance,
     best_flow,
     in_cooldown,
     match_score,
@@ -181,6 +182,34 @@ def plan(
             details={"intent": intent},
         )
     return Plan(tuple(candidates), "auto")
+
+
+@dataclass(frozen=True)
+class Preference:
+    """A backend's standing for an intent now: its scored candidate and the history
+    its performance factor was computed from (None: no attempts yet)."""
+
+    candidate: Candidate
+    history: Performance | None
+
+
+def preferences(
+    state: RoutingState, *, tenant_id: int | None, intent: str, now: datetime
+) -> list[Preference]:
+    """What routing would try now for ``intent``, best first, scored as a query would be
+    (no query type); ``tenant_id=None`` looks at every backend, not only shared ones.
+    Empty when no flow serves the intent or every backend that could is in cooldown."""
+    backends = list(state.backends) if tenant_id is None else state.backends_for(tenant_id)
+    performance = recent_performance([b.id for b in backends], intent)
+    candidates = score_candidates(
+        backends,
+        intent=intent,
+        health=state.health,
+        performance=performance,
+        policy=state.policy,
+        now=now,
+    )
+    return [Preference(c, performance.get(c.backend.id)) for c in candidates]
 
 
 class FlowNotRoutable(Exception):

@@ -62,6 +62,7 @@ class DecisionData:
     candidates: list[dict[str, Any]] = field(default_factory=list)
     attempts: tuple[Attempt, ...] = ()
     error_type: str = ""
+    error_message: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     answer: str | None = None  # a turn is stored when there is an answer
 
@@ -86,6 +87,7 @@ class DecisionData:
             "fallback_chain": [a.as_dict() for a in self.attempts],
             "outcome": self.outcome,
             "error_type": self.error_type,
+            "error_message": self.error_message,
             "classify_ms": self.timings.get("classify_ms", 0),
             "route_ms": self.timings.get("route_ms", 0),
             "execute_ms": self.timings.get("execute_ms", 0),
@@ -160,8 +162,9 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
             intent=storable(data.intent),
             backend_id=backend(data.backend_id),
             flow_id=flow(data.flow_id),
+            decision=decision,
         )
-        for data in batch
+        for data, decision in zip(batch, decisions, strict=True)
         if data.session_id is not None and data.answer is not None
     )
 

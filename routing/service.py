@@ -92,6 +92,7 @@ class _Query:
     plan: Plan | None = None
     backend_question: str = ""
     local_answer: str | None = None
+    cached_from: dict[str, str] | None = None  # the answer came from the cache: whose it was
     timings: dict[str, float] = field(default_factory=dict)
     recorded: bool = False
 
@@ -122,6 +123,8 @@ class _Query:
                 k: qt[k]
                 for k in ("reasoning", "global_weight", "local_weight", "method", "evidence")
             }
+        if self.cached_from is not None:
+            found["cached_from"] = self.cached_from
         return found
 
     def decision(self, outcome: str, **fields: Any) -> DecisionData:
@@ -211,12 +214,21 @@ async def _recorded(query: _Query, state: RoutingState) -> AsyncIterator[None]:
     except ApplicationError as err:
         err.details.setdefault("request_id", str(query.request_id))
         if not query.recorded:
-            await _record(query, query.decision("rejected", error_type=err.type), state)
+            await _record(
+                query,
+                query.decision("rejected", error_type=err.type, error_message=err.message),
+                state,
+            )
         raise
     except Exception:
         logger.exception("Query %s failed inside Flywheel", query.request_id)
         if not query.recorded:
-            await _record(query, query.decision("failed", error_type="InternalError"), state)
+            message = internal_error_body()["error"]["message"]
+            await _record(
+                query,
+                query.decision("failed", error_type="InternalError", error_message=message),
+                state,
+            )
         raise
 
 
@@ -433,19 +445,17 @@ async def _conclude(
         answer_recall(query.tenant.pk, intent, query.backend_question) if may_use_cache else None
     )
     if cached is not None:
+        query.cached_from = {"backend": cached["backend"], "flow": cached["flow"]}
         await _record(
             query,
             query.decision("cached", attempts=tuple(attempts), answer=cached["answer"]),
             state,
         )
         routing = _routing_block(query, winner=None, attempts=attempts, cached=True)
-        routing["cached_from"] = {"backend": cached["backend"], "flow": cached["flow"]}
+        routing["cached_from"] = query.cached_from
         return _response(query, cached["answer"], routing)
     last_error = attempts[-1].error_type if attempts else "AllBackendsDown"
-    await _record(
-        query, query.decision("failed", attempts=tuple(attempts), error_type=last_error), state
-    )
-    raise AllBackendsFailedError(
+    failure = AllBackendsFailedError(
         f"No backend could answer the {intent!r} question"
         + ("." if attempts else ": every backend with a matching flow is down."),
         details={
@@ -454,6 +464,17 @@ async def _conclude(
             "fallback_chain": [a.as_dict() for a in attempts],
         },
     )
+    await _record(
+        query,
+        query.decision(
+            "failed",
+            attempts=tuple(attempts),
+            error_type=last_error,
+            error_message=failure.message,
+        ),
+        state,
+    )
+    raise failure
 
 
 async def _answered_locally(query: _Query, state: RoutingState, answer: str) -> dict[str, Any]:

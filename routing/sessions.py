@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Left
 
 from flywheel.cache import shared_cache, shared_cache_set
 from flywheel.errors import NotFoundError, ValidationError
@@ -22,6 +23,7 @@ from routing.requests import SESSION_ID_RULE
 
 RECENT_TURNS = 5
 MAX_SESSIONS_LISTED = 500
+PREVIEW_CHARS = 140  # of a conversation's last answer, in lists of conversations
 SESSION_KEY = "flywheel:session:{id}"
 SESSION_CACHE_SECONDS = 24 * 3600
 
@@ -152,7 +154,8 @@ def session_history(*, tenant_id: int, session_id: str | uuid.UUID) -> list[Past
 def sessions_list(*, tenant_id: int, limit: int = 50) -> list[dict[str, Any]]:
     """The tenant's conversations, most recently active first (at most ``limit``, 1-500),
     once this process's pending writes have landed: each with ``id``, ``created_at``,
-    ``updated_at``, ``first_question`` and ``turn_count``.
+    ``updated_at``, ``first_question``, ``preview`` (the start of its last answer) and
+    ``turn_count``.
 
     Sessions without a turn are left out: a query that got no answer (refused, or every
     backend failed) still records its session, whose id its caller never received. One
@@ -169,14 +172,16 @@ def sessions_list(*, tenant_id: int, limit: int = 50) -> list[dict[str, Any]]:
         )
     settle()
     first = Turn.objects.filter(session=OuterRef("pk")).order_by("created_at", "id")
+    last = Turn.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id")
     rows = (
         Session.objects.filter(tenant_id=tenant_id)
         .annotate(
             turn_count=Count("turns"),
             first_question=Subquery(first.values("question")[:1]),
+            preview=Subquery(last.annotate(head=Left("answer", PREVIEW_CHARS)).values("head")[:1]),
         )
         .filter(turn_count__gt=0)
         .order_by("-updated_at", "-id")
-        .values("id", "created_at", "updated_at", "first_question", "turn_count")[:limit]
+        .values("id", "created_at", "updated_at", "first_question", "preview", "turn_count")[:limit]
     )
     return list(rows)

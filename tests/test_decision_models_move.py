@@ -20,6 +20,7 @@ from routing.models import PerformanceRecord, RoutingDecision
 pytestmark = pytest.mark.django_db(transaction=True)  # migrations run outside a test's transaction
 
 BEFORE = [("analytics", "0003_scrub_fallback_chains"), ("routing", "0003_policy_llm_on_by_default")]
+MOVED = [("analytics", "0004_decisions_are_routings"), ("routing", "0004_take_over_decisions")]
 TABLES = ["analytics_routingdecision", "analytics_performancerecord"]
 
 
@@ -59,7 +60,7 @@ def before_the_move() -> Iterator[Apps]:
 def test_the_move_changes_nothing_in_the_database(before_the_move: Apps) -> None:
     before = _schema()
 
-    _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    _migrate(MOVED)  # later migrations may change these tables: the move itself may not
 
     assert _schema() == before
 

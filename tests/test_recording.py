@@ -150,7 +150,7 @@ def _stored(request_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
             )
         )
         turns = list(
-            Turn.objects.filter(session__decisions=row, question=row.question)
+            Turn.objects.filter(decision=row)  # each turn linked to the decision it answered
             .order_by("id")
             .values("question", "answer", "intent", "backend_id", "flow_id")
         )
@@ -190,7 +190,15 @@ def test_postgresql_and_the_orm_store_the_same_rows(world: World) -> None:
                 answer=f"Answer {i}",
             )
             for i in range(3)
-        ] + [decision(tenant, None, outcome="rejected", error_type="ValidationError")]
+        ] + [
+            decision(
+                tenant,
+                None,
+                outcome="rejected",
+                error_type="ValidationError",
+                error_message="The query is not valid.",
+            )
+        ]
 
     by_sql, by_orm = batch(), batch()
     with transaction.atomic():
@@ -208,6 +216,7 @@ def test_postgresql_and_the_orm_store_the_same_rows(world: World) -> None:
     orm_rows = _stored([d.request_id for d in by_orm])
     assert sql_rows[0]["records"][0]["error_type"] == "Timeout"
     assert [len(r["turns"]) for r in sql_rows] == [1, 1, 1, 0]
+    assert sql_rows[3]["decision"]["error_message"] == "The query is not valid."
     assert normalised(sql_rows) == normalised(orm_rows)
     session = Session.objects.get(decisions__request_id=by_sql[0].request_id)
     assert session.tenant_id == tenant.pk

@@ -50,7 +50,7 @@ def test_sessions_are_listed_most_recently_active_first(
     assert [s["id"] for s in result.json()] == [str(newest.pk), str(middle.pk), str(older.pk)]
 
 
-def test_each_session_shows_its_first_question_and_its_number_of_turns(
+def test_each_session_shows_its_first_question_last_answer_and_number_of_turns(
     tenant: Tenant, api_client: APIClient
 ) -> None:
     session = _session(tenant, "Review my PR", "And the tests?", "Thanks, and the docs?")
@@ -59,8 +59,16 @@ def test_each_session_shows_its_first_question_and_its_number_of_turns(
 
     assert shown["first_question"] == "Review my PR"
     assert shown["turn_count"] == 3
+    assert shown["preview"] == "About Thanks, and the docs?"  # the start of the last answer
     assert shown["created_at"].startswith(str(session.created_at.date()))
-    assert set(shown) == {"id", "created_at", "updated_at", "first_question", "turn_count"}
+    assert set(shown) == {
+        "id",
+        "created_at",
+        "updated_at",
+        "first_question",
+        "preview",
+        "turn_count",
+    }
 
 
 def test_another_tenants_sessions_never_show(tenant: Tenant, api_client: APIClient) -> None:

@@ -1,0 +1,171 @@
+"""Charts for the analytics page, drawn on the server as inline SVG.
+
+No chart library and no script: the page draws offline, in any browser, and a
+test can read the numbers back from the elements (each bar and point carries
+a ``<title>`` and ``data-value``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+PALETTE = ("#2563eb", "#d97706", "#059669", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#65a30d")
+STATE_COLOURS = {"up": "#16a34a", "mixed": "#f59e0b", "down": "#dc2626"}
+LABEL_WIDTH = 150
+BAR_HEIGHT = 18
+
+
+def colour(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def bar_chart(
+    bars: Sequence[tuple[str, float | None, str]], *, maximum: float, width: int = 420
+) -> SafeString:
+    """Horizontal bars: (label, value, text shown beside it); a None value draws no bar."""
+    span = width - LABEL_WIDTH - 70
+    height = len(bars) * (BAR_HEIGHT + 6) + 4
+    rows = []
+    for i, (label, value, text) in enumerate(bars):
+        y = 2 + i * (BAR_HEIGHT + 6)
+        length = 0 if value is None or maximum <= 0 else max(1.0, span * value / maximum)
+        rows.append(
+            format_html(
+                '<text x="0" y="{}" class="label">{}</text>'
+                '<rect class="bar" x="{}" y="{}" width="{}" height="{}" fill="{}" '
+                'data-value="{}"><title>{}: {}</title></rect>'
+                '<text x="{}" y="{}" class="value">{}</text>',
+                y + 13,
+                label[:22],
+                LABEL_WIDTH,
+                y,
+                f"{length:.1f}",
+                BAR_HEIGHT,
+                colour(i),
+                "" if value is None else value,
+                label,
+                text,
+                f"{LABEL_WIDTH + length + 4:.1f}",
+                y + 13,
+                text,
+            )
+        )
+    return format_html(
+        '<svg class="chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">{}</svg>',
+        width,
+        height,
+        width,
+        height,
+        mark_safe("".join(rows)),  # noqa: S308 - each row was escaped by format_html
+    )
+
+
+def _x(moment: datetime, start: datetime, end: datetime, left: int, span: int) -> float:
+    whole = (end - start).total_seconds() or 1.0
+    return left + span * (moment - start).total_seconds() / whole
+
+
+def traffic_chart(
+    series: Sequence[dict[str, Any]], *, start: datetime, end: datetime, width: int = 860
+) -> SafeString:
+    """Requests per bucket, one line (with a dot per bucket) per backend."""
+    height, left, top, bottom = 220, 40, 10, 30
+    span, tall = width - left - 10, height - top - bottom
+    peak = max((p["requests"] for s in series for p in s["buckets"]), default=0) or 1
+    lines = []
+    for i, each in enumerate(series):
+        points = [
+            (_x(p["start"], start, end, left, span), top + tall * (1 - p["requests"] / peak), p)
+            for p in each["buckets"]
+        ]
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points)
+        dots = format_html_join(
+            "",
+            '<circle class="point" cx="{}" cy="{}" r="2.5" fill="{}" data-value="{}">'
+            "<title>{} at {}: {}</title></circle>",
+            (
+                (
+                    f"{x:.1f}",
+                    f"{y:.1f}",
+                    colour(i),
+                    p["requests"],
+                    each["backend"],
+                    f"{p['start']:%m-%d %H:%M}",
+                    p["requests"],
+                )
+                for x, y, p in points
+            ),
+        )
+        lines.append(
+            format_html(
+                '<polyline class="series" points="{}" fill="none" stroke="{}" '
+                'stroke-width="1.5"/>{}',
+                path,
+                colour(i),
+                dots,
+            )
+        )
+    axis = format_html(
+        '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#9aa3af"/>'
+        '<text x="{}" y="{}" class="label">{}</text>'
+        '<text x="{}" y="{}" class="label" text-anchor="end">{}</text>'
+        '<text x="0" y="{}" class="label">{}</text>',
+        left, top + tall, left + span, top + tall,
+        left, height - 8, f"{start:%m-%d %H:%M}",
+        left + span, height - 8, f"{end:%m-%d %H:%M}",
+        top + 10, peak,
+    )  # fmt: skip
+    return format_html(
+        '<svg class="chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">{}{}</svg>',
+        width,
+        height,
+        width,
+        height,
+        axis,
+        mark_safe("".join(lines)),  # noqa: S308 - each line was escaped by format_html
+    )
+
+
+def health_chart(
+    timeline: Sequence[dict[str, Any]], *, start: datetime, end: datetime, width: int = 860
+) -> SafeString:
+    """One strip per backend: a cell per bucket with probes, coloured up / mixed / down."""
+    left, row = LABEL_WIDTH, 22
+    span = width - left - 10
+    cells = []
+    for i, each in enumerate(timeline):
+        y = 4 + i * row
+        cells.append(
+            format_html('<text x="0" y="{}" class="label">{}</text>', y + 13, each["backend"][:22])
+        )
+        buckets = each["buckets"]
+        cell = max(2.0, span / max(len(buckets), 1) if len(buckets) < 4 else 4.0)
+        for b in buckets:
+            cells.append(
+                format_html(
+                    '<rect class="health {}" x="{}" y="{}" width="{}" height="16" '
+                    'fill="{}"><title>{}: {} of {} probes answered</title></rect>',
+                    b["state"],
+                    f"{_x(b['start'], start, end, left, span):.1f}",
+                    y,
+                    f"{cell:.1f}",
+                    STATE_COLOURS[b["state"]],
+                    f"{b['start']:%m-%d %H:%M}",
+                    b["ok"],
+                    b["checks"],
+                )
+            )
+    height = 8 + len(timeline) * row
+    return format_html(
+        '<svg class="chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">{}</svg>',
+        width,
+        height,
+        width,
+        height,
+        mark_safe("".join(cells)),  # noqa: S308 - each cell was escaped by format_html
+    )

@@ -1,0 +1,188 @@
+"""Pages for people: the front page, analytics by intent, the decision list, a
+decision's trace and a session's visualisation.
+
+Each page needs a login and reads through analytics.access: a person sees the
+tenant they act for; staff with the permission to view routing decisions see
+every tenant and may pick one. The views only read request parameters and call
+the selectors; the numbers come from the same functions as the REST API.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from analytics import charts
+from analytics.access import Scope, scope_for_user
+from analytics.health import health_timeline
+from analytics.metrics import backends_by_intent, timeseries, totals, window_of
+from analytics.selectors import decisions_for
+from analytics.visualize import decision_for, decision_story, session_visualization
+from backends.models import Backend
+from backends.selectors import backends_visible_to
+from flywheel.errors import ApplicationError
+from routing.models import Intent, Outcome
+
+RANGES = {
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+DEFAULT_RANGE = "24h"
+DECISIONS_PER_PAGE = 50
+
+View = Callable[..., HttpResponse]
+
+
+def page(view: View) -> View:
+    """Login required; an application error (bad filter, no tenant) is shown as a page
+    with its status, in the one look."""
+
+    @login_required
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except ApplicationError as err:
+            context = {"error": err.as_dict()["error"]}
+            return render(request, "pages/error.html", context, status=err.status_code)
+
+    return wrapped
+
+
+def _scope(request: HttpRequest) -> Scope:
+    return scope_for_user(request.user, tenant=request.GET.get("tenant") or None)
+
+
+def _backends(scope: Scope) -> list[Backend]:
+    if scope.tenant is None:
+        found = Backend.objects.select_related("health").order_by("name", "id")
+    else:
+        found = backends_visible_to(scope.tenant)
+    return list(found)
+
+
+@page
+def home(request: HttpRequest) -> HttpResponse:
+    """What Flywheel is, the backends and their health, and where to go next."""
+    scope = _scope(request)
+    midnight = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    context = {
+        "scope": scope,
+        "backends": _backends(scope),
+        "today": totals(tenant=scope.tenant, since=midnight),
+    }
+    return render(request, "pages/home.html", context)
+
+
+def _filters(request: HttpRequest, scope: Scope) -> dict[str, Any]:
+    chosen = request.GET.get("range") or DEFAULT_RANGE
+    if chosen not in RANGES:
+        chosen = DEFAULT_RANGE
+    return {
+        "range": chosen,
+        "intent": request.GET.get("intent") or None,
+        "tenant": scope.tenant.slug if scope.tenant and scope.staff else None,
+    }
+
+
+def _intent_charts(intent: dict[str, Any]) -> dict[str, Any]:
+    backends = intent["backends"]
+    volume = [(b["backend"], b["requests"], str(b["requests"])) for b in backends]
+    success = [
+        (b["backend"], _pct(b["success_rate"]), f"{_pct(b['success_rate'])}%") for b in backends
+    ]
+    p95 = [(b["backend"], b["p95_ms"], f"{b['p95_ms']} ms") for b in backends]
+    return {
+        **intent,
+        "volume_chart": charts.bar_chart(volume, maximum=max((v for _, v, _ in volume), default=0)),
+        "success_chart": charts.bar_chart(success, maximum=100),
+        "p95_chart": charts.bar_chart(p95, maximum=max((v or 0 for _, v, _ in p95), default=0)),
+    }
+
+
+def _pct(rate: float | None) -> float | None:
+    return None if rate is None else round(rate * 100, 1)
+
+
+@page
+def analytics_page(request: HttpRequest) -> HttpResponse:
+    """Backends compared per intent over a range: table, charts, traffic, health."""
+    scope = _scope(request)
+    filters = _filters(request, scope)
+    since = timezone.now() - RANGES[filters["range"]]
+    window = window_of(since, None)
+    by_intent = backends_by_intent(tenant=scope.tenant, since=since, intent=filters["intent"])
+    traffic = timeseries(tenant=scope.tenant, since=since, intent=filters["intent"])
+    health = health_timeline(tenant=scope.tenant, window=window)
+    query = {k: v for k, v in {**filters, "since": since.isoformat()}.items() if v}
+    csv = {k: v for k, v in query.items() if k != "range"}
+    context = {
+        "scope": scope,
+        "filters": filters,
+        "ranges": list(RANGES),
+        "intents": list(Intent.objects.filter(enabled=True).values_list("slug", flat=True)),
+        "data": by_intent,
+        "intent_rows": [_intent_charts(i) for i in by_intent["intents"]],
+        "traffic_chart": charts.traffic_chart(
+            traffic["backends"], start=window.start, end=window.end
+        ),
+        "traffic": traffic["backends"],
+        "legend": [(s["backend"], charts.colour(i)) for i, s in enumerate(traffic["backends"])],
+        "health_chart": charts.health_chart(health["backends"], start=window.start, end=window.end),
+        "csv_query": urlencode({**csv, "format": "csv"}),
+    }
+    return render(request, "pages/analytics.html", context)
+
+
+@page
+def decisions_page(request: HttpRequest) -> HttpResponse:
+    """Decisions, newest first, filtered by intent, outcome, backend and session."""
+    scope = _scope(request)
+    params = {k: request.GET.get(k) or None for k in ("intent", "outcome", "backend", "session")}
+    decisions = decisions_for(
+        scope.tenant,
+        intent=params["intent"],
+        outcome=params["outcome"],
+        backend=params["backend"],
+        session_id=params["session"],
+    ).select_related("tenant")
+    paginator = Paginator(decisions, DECISIONS_PER_PAGE)
+    current = paginator.get_page(request.GET.get("page"))
+    kept = {k: v for k, v in {**params, "tenant": request.GET.get("tenant")}.items() if v}
+    context = {
+        "scope": scope,
+        "page": current,
+        "params": params,
+        "kept_query": urlencode(kept),
+        "outcomes": Outcome.choices,
+        "intents": list(Intent.objects.values_list("slug", flat=True)),
+    }
+    return render(request, "pages/decisions.html", context)
+
+
+@page
+def decision_trace(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
+    """Everything routing knew and did for one query."""
+    decision = decision_for(scope_for_user(request.user), request_id)
+    context = {"decision": decision, "story": decision_story(decision)}
+    return render(request, "analytics/decision_trace.html", context)
+
+
+@page
+def session_page(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """Seed 002's visualisation: each turn of a session and how it was routed."""
+    found = session_visualization(scope=scope_for_user(request.user), session_id=session_id)
+    return render(request, "pages/session.html", {"session": found})

@@ -1,0 +1,126 @@
+"""How each turn of a conversation was routed (seed 002's visualisation), and the
+story of one decision as the trace page tells it.
+
+Both read what routing recorded: the decision (intent, evidence, candidates,
+fallback chain, outcome, timings) and the turn that holds its answer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from analytics.access import Scope
+from flywheel.errors import NotFoundError
+from routing.models import Outcome, RoutingDecision, Session
+from routing.recording import settle
+from routing.service import trace_path
+from routing.sessions import session_key
+
+
+def visualization_path(session_id: object) -> str:
+    return f"/v/{session_id}/"
+
+
+def answered_by(decision: RoutingDecision) -> dict[str, Any] | None:
+    """Who answered: the backend and flow, the cache (and whose answer it kept), or
+    Flywheel itself from the conversation; None when nothing answered."""
+    if decision.outcome not in (Outcome.SUCCESS, Outcome.FALLBACK, Outcome.CACHED):
+        return None
+    if decision.outcome == Outcome.CACHED:
+        source = (decision.evidence or {}).get("cached_from") or {}
+        return {
+            "source": "cache",
+            "backend": source.get("backend"),
+            "flow": source.get("flow"),
+        }
+    if decision.backend_id is None:
+        return {"source": "flywheel", "backend": None, "flow": None}
+    return {
+        "source": "backend",
+        "backend": decision.backend.name if decision.backend else None,
+        "flow": decision.flow.name if decision.flow else None,
+    }
+
+
+def _answer(decision: RoutingDecision) -> str | None:
+    try:
+        return decision.turn.answer
+    except RoutingDecision.turn.RelatedObjectDoesNotExist:
+        return None
+
+
+def decision_story(decision: RoutingDecision) -> dict[str, Any]:
+    """One decision as a person follows it: question → intent → candidates → chain →
+    answer (or error). Needs the decision with its backend, flow and turn."""
+    evidence = decision.evidence or {}
+    return {
+        "request_id": str(decision.request_id),
+        "created_at": decision.created_at,
+        "question": decision.question,
+        "intent": {
+            "intent": decision.intent,
+            "method": decision.intent_method,
+            "confidence": decision.intent_confidence,
+            "evidence": list(evidence.get("intent") or []),
+        },
+        "query_type": decision.query_type or None,
+        "candidates": list(decision.candidates or []),
+        "fallback_chain": list(decision.fallback_chain or []),
+        "outcome": decision.outcome,
+        "answered_by": answered_by(decision),
+        "answer": _answer(decision),
+        "error": (
+            {"type": decision.error_type, "message": decision.error_message}
+            if decision.error_type
+            else None
+        ),
+        "timings": {
+            "classify_ms": decision.classify_ms,
+            "route_ms": decision.route_ms,
+            "execute_ms": decision.execute_ms,
+            "total_ms": decision.total_ms,
+        },
+        "trace_url": trace_path(decision.request_id),
+    }
+
+
+def decision_for(scope: Scope, request_id: uuid.UUID) -> RoutingDecision:
+    """A decision the scope may read, with what its story needs. Raises NotFoundError."""
+    settle()
+    decisions = RoutingDecision.objects.select_related("tenant", "backend", "flow", "turn")
+    if scope.tenant is not None:
+        decisions = decisions.filter(tenant=scope.tenant)
+    decision = decisions.filter(request_id=request_id).first()
+    if decision is None:
+        raise NotFoundError(f"No decision {request_id}.", details={"request_id": str(request_id)})
+    return decision
+
+
+def session_visualization(*, scope: Scope, session_id: object) -> dict[str, Any]:
+    """Every decision of a session the scope may read, oldest first, each as its story.
+
+    Raises ValidationError for an id that is not a UUID, NotFoundError for a session
+    the scope cannot see (another tenant's is the same as none).
+    """
+    key = session_key(str(session_id), field="session_id")
+    settle()
+    sessions = Session.objects.select_related("tenant")
+    if scope.tenant is not None:
+        sessions = sessions.filter(tenant=scope.tenant)
+    session = sessions.filter(pk=key).first()
+    if session is None:
+        raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
+    decisions = (
+        RoutingDecision.objects.filter(session=session)
+        .select_related("backend", "flow", "turn")
+        .order_by("created_at", "id")
+    )
+    return {
+        "session_id": str(session.pk),
+        "tenant": session.tenant.slug,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "visualization_url": visualization_path(session.pk),
+        "turns": [decision_story(d) for d in decisions],
+    }

@@ -1,0 +1,355 @@
+"""The pages for people and the reads behind them: who sees what, and what each shows."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from analytics.health import health_timeline
+from analytics.metrics import backends_by_intent, totals
+from backends.models import HealthCheck
+from flywheel.models import Membership, Tenant
+from flywheel.services import api_key_create
+from routing.errors import AllBackendsFailedError
+from routing.models import RoutingDecision, Turn
+from routing.recording import drain
+from routing.requests import query_request
+from routing.service import answer_question
+from tests.routing_world import FW_ANSWER, World
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REVIEW = "Please review my pull request"
+
+
+def _member(tenant: Tenant, username: str = "alice") -> Client:
+    user = User.objects.create_user(username, password="x")
+    Membership.objects.create(user=user, tenant=tenant)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _staff_reader() -> Client:
+    user = User.objects.create_user("operator", password="x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_routingdecision"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _ask(tenant: Tenant, question: str = REVIEW, **fields: object) -> dict:
+    body = async_to_sync(answer_question)(
+        query_request({"question": question, **fields}), tenant=tenant
+    )
+    drain()
+    return body
+
+
+@pytest.fixture
+def acme(world: World) -> Tenant:
+    return Tenant.objects.create(name="Acme", slug="acme")
+
+
+@pytest.fixture
+def globex(world: World) -> Tenant:
+    return Tenant.objects.create(name="Globex", slug="globex")
+
+
+# --- what a decision keeps for its trace -------------------------------------------
+
+
+def test_an_answered_decision_links_the_turn_holding_its_answer(acme: Tenant) -> None:
+    body = _ask(acme)
+
+    decision = RoutingDecision.objects.get(request_id=body["request_id"])
+    assert Turn.objects.get(decision=decision).answer == FW_ANSWER
+
+
+def test_a_failed_decision_keeps_the_message_its_caller_got(world: World, acme: Tenant) -> None:
+    world.fail(world.fw_route)
+    world.fail(world.lf_route)
+    with pytest.raises(AllBackendsFailedError) as raised:
+        _ask(acme)
+    drain()
+
+    decision = RoutingDecision.objects.get()
+    assert decision.outcome == "failed"
+    assert decision.error_message == raised.value.message
+    assert decision.error_message.startswith("No backend could answer")
+
+
+def test_a_cached_answer_says_whose_answer_it_kept(world: World, acme: Tenant) -> None:
+    _ask(acme)
+    world.set_health(world.fw, healthy=True, cooldown=True)
+    world.set_health(world.lf, healthy=True, cooldown=True)
+
+    body = _ask(acme)
+
+    decision = RoutingDecision.objects.get(request_id=body["request_id"])
+    assert decision.outcome == "cached"
+    assert decision.evidence["cached_from"] == {"backend": "fw", "flow": "reviewer"}
+    page = _staff_reader().get(f"/decisions/{decision.request_id}").content.decode()
+    assert "the cache: an earlier answer by fw / reviewer" in page
+    assert FW_ANSWER in page
+
+
+# --- who sees what ------------------------------------------------------------------
+
+
+def test_a_member_sees_only_their_tenants_decisions(acme: Tenant, globex: Tenant) -> None:
+    mine, theirs = _ask(acme, "Review my diff please"), _ask(globex, "Review their diff")
+
+    page = _member(acme).get("/analytics/decisions/").content.decode()
+
+    assert "Review my diff please" in page
+    assert "Review their diff" not in page
+    assert _member(acme, "bob").get(f"/decisions/{theirs['request_id']}").status_code == 404
+    assert _member(acme, "carol").get(f"/decisions/{mine['request_id']}").status_code == 200
+
+
+def test_staff_see_every_tenant_and_can_pick_one(acme: Tenant, globex: Tenant) -> None:
+    _ask(acme, "Review my diff please")
+    _ask(globex, "Review their diff")
+    staff = _staff_reader()
+
+    every = staff.get("/analytics/decisions/").content.decode()
+    picked = staff.get("/analytics/decisions/?tenant=globex").content.decode()
+
+    assert "Review my diff please" in every
+    assert "Review their diff" in every
+    assert "Review their diff" in picked
+    assert "Review my diff please" not in picked
+
+
+def test_a_person_acting_for_no_tenant_is_told_how_to_fix_it(world: World) -> None:
+    client = Client()
+    client.force_login(User.objects.create_user("drifter", password="x"))
+
+    response = client.get("/analytics/")
+
+    assert response.status_code == 403
+    assert "Memberships" in response.content.decode()
+
+
+@pytest.mark.parametrize("path", ["/", "/analytics/", "/analytics/decisions/", "/chat/"])
+def test_every_page_needs_a_login(world: World, path: str) -> None:
+    response = Client().get(path)
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+
+
+def test_a_key_reads_analytics_of_its_own_tenant_only(acme: Tenant, globex: Tenant) -> None:
+    _, raw = api_key_create(tenant=acme, name="k")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    assert client.get("/api/v1/analytics/backends-by-intent?tenant=acme").status_code == 200
+    refused = client.get("/api/v1/analytics/backends-by-intent?tenant=globex")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["type"] == "PermissionDenied"
+
+
+def test_the_analytics_csv_links_work_with_a_staff_login(acme: Tenant, globex: Tenant) -> None:
+    _ask(acme)
+    _ask(globex)
+    staff = _staff_reader()
+
+    every = staff.get("/api/v1/analytics/backends-by-intent?format=csv").content.decode()
+    one = staff.get("/api/v1/analytics/backends-by-intent?format=csv&tenant=acme").content.decode()
+
+    assert every.splitlines()[1].startswith("code-review,fw,2,")
+    assert one.splitlines()[1].startswith("code-review,fw,1,")
+
+
+# --- the reads behind the pages -----------------------------------------------------
+
+
+def test_routing_preference_is_reported_with_its_reasons(world: World, acme: Tenant) -> None:
+    _ask(acme)
+
+    found = backends_by_intent(tenant=acme)
+    preferred = found["intents"][0]["preferred"]
+
+    assert preferred["backend"] == "fw"
+    assert preferred["flow"] == "reviewer"
+    assert "1/1 recent attempts succeeded" in preferred["why"]
+    assert "Next: lf" in preferred["why"]
+    assert [c["backend"] for c in preferred["candidates"]] == ["fw", "lf"]
+
+
+def test_no_preference_when_every_backend_is_in_cooldown(world: World, acme: Tenant) -> None:
+    _ask(acme)
+    world.set_health(world.fw, healthy=False, cooldown=True)
+    world.set_health(world.lf, healthy=False, cooldown=True)
+
+    preferred = backends_by_intent(tenant=acme)["intents"][0]["preferred"]
+
+    assert preferred["backend"] is None
+    assert "cooldown" in preferred["why"]
+
+
+def test_the_health_timeline_counts_probes_per_bucket(world: World) -> None:
+    now = timezone.now()
+    for ok, ago in ((True, 50), (False, 40), (True, 30)):
+        check = HealthCheck.objects.create(backend=world.fw, ok=ok, latency_ms=10)
+        HealthCheck.objects.filter(pk=check.pk).update(checked_at=now - timedelta(minutes=ago))
+
+    found = health_timeline(tenant=None, since=now - timedelta(hours=2), until=now)
+
+    fw = next(b for b in found["backends"] if b["backend"] == "fw")
+    assert [(b["state"], b["checks"]) for b in fw["buckets"]] == [("up", 1), ("down", 1), ("up", 1)]
+    lf = next(b for b in found["backends"] if b["backend"] == "lf")
+    assert lf["buckets"] == []
+
+
+def test_todays_totals_count_decisions_and_answers(world: World, acme: Tenant) -> None:
+    _ask(acme)
+    with pytest.raises(Exception):  # noqa: B017, PT011 - any refusal will do: it is recorded
+        _ask(acme, "x", intent="no-such-intent")
+    drain()
+
+    found = totals(tenant=acme, since=timezone.now() - timedelta(hours=1))
+
+    assert found == {"decisions": 2, "answered": 1, "success_rate": 0.5}
+
+
+# --- the pages ----------------------------------------------------------------------
+
+
+def test_the_front_page_lists_backends_with_their_health(world: World, admin_client) -> None:
+    page = admin_client.get("/").content.decode()
+
+    assert 'id="backends"' in page
+    assert "fw" in page
+    assert "healthy" in page
+    assert "sk-FW-SECRET" not in page
+
+
+def test_the_front_page_gives_three_steps_when_nothing_is_registered(admin_client) -> None:
+    page = admin_client.get("/").content.decode()
+
+    assert 'id="first-steps"' in page
+    assert "No backend is registered yet" in page
+
+
+def test_the_analytics_page_has_an_empty_state_and_then_numbers(acme: Tenant) -> None:
+    member = _member(acme)
+    assert 'id="empty-state"' in member.get("/analytics/").content.decode()
+
+    first = _ask(acme)
+    _ask(acme, "Summarize that", intent="summarize", session_id=first["session_id"])
+    page = member.get("/analytics/?range=1h").content.decode()
+
+    assert 'id="empty-state"' not in page
+    assert 'data-intent="code-review" data-backend="fw"' in page
+    assert "Routing now prefers <strong>fw</strong>" in page
+    assert 'data-intent="summarize"' in page
+    assert page.count('class="bar"') >= 6  # volume, success and p95 bars of both intents
+
+
+def test_the_intent_filter_changes_the_numbers(acme: Tenant) -> None:
+    _ask(acme)
+    member = _member(acme)
+
+    every = member.get("/analytics/").content.decode()
+    other = member.get("/analytics/?intent=summarize").content.decode()
+
+    assert 'data-intent="code-review"' in every
+    assert 'data-intent="code-review"' not in other
+
+
+def test_a_bad_filter_is_a_page_naming_it(acme: Tenant) -> None:
+    response = _member(acme).get("/analytics/decisions/?outcome=nope")
+
+    assert response.status_code == 400
+    assert "outcome" in response.content.decode()
+
+
+def test_the_session_page_and_api_draw_each_turn(world: World, acme: Tenant) -> None:
+    first = _ask(acme)
+    world.fail(world.fw_route)
+    second = _ask(acme, "Please review my pull request again", session_id=first["session_id"])
+    _, raw = api_key_create(tenant=acme, name="k")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    data = client.get(f"/api/v1/visualize/{first['session_id']}").json()
+    page = _member(acme).get(f"/v/{first['session_id']}/").content.decode()
+
+    assert [t["request_id"] for t in data["turns"]] == [first["request_id"], second["request_id"]]
+    turn = data["turns"][1]
+    assert [a["ok"] for a in turn["fallback_chain"]] == [False, True]
+    assert turn["answered_by"] == {"source": "backend", "backend": "lf", "flow": "echo"}
+    assert turn["answer"] == "hello langflow"
+    assert turn["trace_url"] == f"http://testserver/decisions/{second['request_id']}"
+    assert page.count('class="card turn"') == 2
+    assert "Answer by lf" in page
+
+
+def test_another_tenants_session_is_not_found(acme: Tenant, globex: Tenant) -> None:
+    theirs = _ask(globex)
+    _, raw = api_key_create(tenant=acme, name="k")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    assert client.get(f"/api/v1/visualize/{theirs['session_id']}").status_code == 404
+    assert _member(acme).get(f"/v/{theirs['session_id']}/").status_code == 404
+
+
+def test_the_chat_streams_an_answer_and_lists_the_conversation(world: World, acme: Tenant) -> None:
+    member = _member(acme)
+
+    response = member.post("/chat/ask", {"question": REVIEW}, content_type="application/json")
+
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in response.streaming_content])  # type: ignore[attr-defined]
+
+    blocks = [b for b in async_to_sync(read)().decode().split("\n\n") if b]
+    end = json.loads(blocks[-1].splitlines()[1].removeprefix("data: "))
+    assert end["answer"] == FW_ANSWER
+    assert end["routing"]["intent"] == "code-review"
+    drain()
+    listed = member.get("/chat/conversations").json()["conversations"]
+    assert [(c["first_question"], c["turn_count"]) for c in listed] == [(REVIEW, 1)]
+    assert listed[0]["preview"] == FW_ANSWER[:140]
+    turns = member.get(f"/chat/conversations/{end['session_id']}").json()["turns"]
+    assert turns == [{"question": REVIEW, "answer": FW_ANSWER, "intent": "code-review"}]
+
+
+def test_the_chat_refuses_fields_it_does_not_take(acme: Tenant) -> None:
+    response = _member(acme).post(
+        "/chat/ask", {"question": REVIEW, "backend": "fw"}, content_type="application/json"
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "ValidationError"
+    assert not RoutingDecision.objects.exists()
+
+
+def test_the_admin_index_shows_todays_figures(world: World, acme: Tenant, admin_client) -> None:
+    _ask(acme)
+    world.set_health(world.lf, healthy=False)
+
+    page = admin_client.get("/admin/").content.decode()
+
+    assert 'id="flywheel-today"' in page
+    assert "<td>1</td>" in page  # one question today
+    assert "<td>lf</td>" in page  # the one unhealthy backend
+
+
+def test_the_admin_decision_page_links_its_trace(acme: Tenant, admin_client) -> None:
+    body = _ask(acme)
+    decision = RoutingDecision.objects.get(request_id=body["request_id"])
+
+    page = admin_client.get(f"/admin/routing/routingdecision/{decision.pk}/change/")
+
+    assert f'href="/decisions/{decision.request_id}"' in page.content.decode()
