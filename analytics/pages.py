@@ -31,6 +31,7 @@ from analytics.visualize import decision_for, decision_story, session_visualizat
 from backends.models import Backend
 from backends.selectors import backends_visible_to
 from flywheel.errors import ApplicationError
+from flywheel.pages import error_page
 from routing.models import Intent, Outcome
 
 RANGES = {
@@ -56,8 +57,7 @@ def page(view: View) -> View:
         try:
             return view(request, *args, **kwargs)
         except ApplicationError as err:
-            context = {"error": err.as_dict()["error"]}
-            return render(request, "pages/error.html", context, status=err.status_code)
+            return error_page(request, err)
 
     return wrapped
 

@@ -188,6 +188,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "flywheel.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+_SYSTEM_FONTS = 'system-ui, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
+_SYSTEM_MONOSPACE_FONTS = 'ui-monospace, Menlo, Consolas, "Liberation Mono", monospace'
 SPECTACULAR_SETTINGS = {
     "TITLE": "Flywheel API",
     "DESCRIPTION": "One front door for questions answered by Flowise and Langflow flows.",
@@ -198,6 +200,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The docs work offline: Redoc's theme uses the system's fonts, not Google Fonts
+    # (templates/drf_spectacular/redoc.html leaves out the page's links to them).
+    "REDOC_UI_SETTINGS": {
+        "theme": {
+            "typography": {
+                "fontFamily": _SYSTEM_FONTS,
+                "headings": {"fontFamily": _SYSTEM_FONTS},
+                "code": {"fontFamily": _SYSTEM_MONOSPACE_FONTS},
+            }
+        }
+    },
     # Request and response components apart: a request states what the server
     # refuses (read-only fields left out, minLength on fields that may not be blank).
     "COMPONENT_SPLIT_REQUEST": True,

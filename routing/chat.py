@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from flywheel.asyncapi import error_response, json_body
 from flywheel.asyncdb import db
 from flywheel.errors import ApplicationError, ValidationError
+from flywheel.pages import error_page
 from flywheel.services import tenant_acted_for
 from routing.api import sse_events
 from routing.requests import query_request
@@ -37,7 +38,7 @@ def chat_page(request: HttpRequest) -> HttpResponse:
     try:
         tenant = tenant_acted_for(request.user)
     except ApplicationError as err:
-        return render(request, "pages/error.html", {"error": err.as_dict()["error"]}, status=403)
+        return error_page(request, err)
     return render(request, "pages/chat.html", {"tenant": tenant})
 
 

@@ -15,4 +15,5 @@ export CELERY_BROKER_URL=${CELERY_BROKER_URL:-$REDIS_URL/2}
 export FLYWHEEL_VAR_DIR=${FLYWHEEL_VAR_DIR:-$PWD/var/test}
 
 .venv/bin/python scripts/ensure_services.py
+scripts/ensure_browser.sh
 exec .venv/bin/pytest "$@"
