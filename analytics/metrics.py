@@ -10,17 +10,20 @@ tenant (staff); otherwise one tenant's.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Subquery
+from django.db.models import IntegerField, Subquery, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, Granularity, RollupState
 from analytics.preference import preferred
-from analytics.rollups import MINUTE_RETENTION, STEP, Key, Tally, aggregate, bucket_floor
+from analytics.rollups import MINUTE_RETENTION, STEP, Tally, aggregate, bucket_floor
 from analytics.selectors import INTENT_SLUG, MAX_BACKEND_NAME
 from backends.models import Backend
 from flywheel.errors import ValidationError
@@ -105,31 +108,79 @@ def _check(intent: str | None, backend: str | None) -> None:
         raise _refuse("backend", "Must be a backend's name (up to 100 characters).")
 
 
+# What a read may group its tallies by: a Key's parts, by name, and their columns.
+GROUPS = {
+    "bucket": "bucket_start",
+    "tenant": "tenant_id",
+    "backend": "backend_id",
+    "intent": "intent",
+}
+KEY_PARTS = ("bucket", "tenant", "backend", "intent")  # the order of a Key
+COUNTERS = (
+    "count",
+    "successes",
+    "fallbacks",
+    "cached",
+    "latency_sum_ms",
+    "won",
+    "score_sum",
+    "scored",
+)
+Grouped = tuple[Any, ...]
+
+
+def _sums() -> dict[str, Any]:
+    """The counters of a rollup row, summed: one SQL aggregate per counter and per
+    histogram bucket, so a read returns one row per group, not one per stored row."""
+    sums: dict[str, Any] = {f"sum_{name}": Sum(name) for name in COUNTERS}
+    for i in range(len(LATENCY_BUCKETS_MS) + 1):
+        sums[f"h{i}"] = Sum(Cast(KT(f"latency_histogram__{i}"), IntegerField()))
+    return sums
+
+
+def _tally(row: dict[str, Any]) -> Tally:
+    counters = {name: row[f"sum_{name}"] or 0 for name in COUNTERS}
+    histogram = [row[f"h{i}"] or 0 for i in range(len(LATENCY_BUCKETS_MS) + 1)]
+    return Tally(**counters, histogram=histogram)
+
+
 def tallies(
-    *, tenant: Tenant | None, window: Window, intent: str | None = None
-) -> dict[Key, Tally]:
-    """The rollup rows of the window, plus the decisions not rolled up yet."""
-    # The rows carry the state they were written with, read in the same statement: a
-    # refresh committing between two reads cannot make the tail overlap them.
+    *,
+    tenant: Tenant | None,
+    window: Window,
+    intent: str | None = None,
+    by: tuple[str, ...] = KEY_PARTS,
+) -> dict[Grouped, Tally]:
+    """The window's tallies grouped by ``by`` (parts of a Key: bucket, tenant, backend,
+    intent; keys hold them in that order): the rollup rows, summed by the database,
+    plus the decisions not rolled up yet."""
+    columns = [GROUPS[part] for part in by]
+    # The state is read in the same statement as the rows (grouped by it: it is one
+    # value): a refresh committing between two reads cannot make the tail overlap them.
     upto = RollupState.objects.filter(pk=1).values("last_decision_id")
     read_before = upto.first()
-    rows = DecisionRollup.objects.filter(
-        granularity=window.granularity,
-        bucket_start__gte=window.start,
-        bucket_start__lt=window.end,
-    ).annotate(upto=Subquery(upto))
+    rows = (
+        DecisionRollup.objects.filter(
+            granularity=window.granularity,
+            bucket_start__gte=window.start,
+            bucket_start__lt=window.end,
+        )
+        .annotate(upto=Subquery(upto))
+        .order_by()  # no sort for the model's ordering
+    )
     tail = RoutingDecision.objects.filter(created_at__gte=window.start, created_at__lt=window.end)
     if tenant is not None:
         rows, tail = rows.filter(tenant=tenant), tail.filter(tenant=tenant)
     if intent:
         rows, tail = rows.filter(intent=intent), tail.filter(intent=intent)
-    found: dict[Key, Tally] = {}
+    found: dict[Grouped, Tally] = {}
     last: int = read_before["last_decision_id"] if read_before else 0
-    for row in rows:
-        last = row.upto or 0
-        found[(row.bucket_start, row.tenant_id, row.backend_id, row.intent)] = Tally.of_row(row)
+    for row in rows.values(*columns, "upto").annotate(**_sums()):
+        last = row["upto"] or 0
+        found[tuple(row[column] for column in columns)] = _tally(row)
+    picks = [KEY_PARTS.index(part) for part in by]
     for key, tally in aggregate(tail.filter(pk__gt=last), window.granularity).items():
-        found.setdefault(key, Tally()).add(tally)
+        found.setdefault(tuple(key[i] for i in picks), Tally()).add(tally)
     return found
 
 
@@ -173,8 +224,8 @@ def _backend_stats(name: str, tally: Tally, decisions: int) -> dict[str, Any]:
     }
 
 
-def _names(found: dict[Key, Tally]) -> dict[int, str]:
-    ids = {backend_id for _, _, backend_id, _ in found if backend_id is not None}
+def _names(backend_ids: Iterable[int | None]) -> dict[int, str]:
+    ids = {backend_id for backend_id in backend_ids if backend_id is not None}
     return dict(Backend.objects.filter(pk__in=ids).values_list("pk", "name"))
 
 
@@ -192,15 +243,15 @@ def backends_by_intent(
     parameter."""
     _check(intent, None)
     window = window_of(since, until)
-    found = tallies(tenant=tenant, window=window, intent=intent)
+    found = tallies(tenant=tenant, window=window, intent=intent, by=("backend", "intent"))
     per_intent: dict[str, Tally] = defaultdict(Tally)
     per_backend: dict[tuple[str, int], Tally] = defaultdict(Tally)
-    for (_, _, backend_id, slug), tally in found.items():
+    for (backend_id, slug), tally in found.items():
         if backend_id is None:
             per_intent[slug].add(tally)
         else:
             per_backend[(slug, backend_id)].add(tally)
-    names = _names(found)
+    names = _names(backend_id for backend_id, _ in found)
     intents = []
     for slug in sorted(set(per_intent) | {slug for slug, _ in per_backend}):
         totals = per_intent[slug]
@@ -240,12 +291,12 @@ def timeseries(
     Raises ValidationError naming the bad parameter."""
     _check(intent, backend)
     window = window_of(since, until)
-    found = tallies(tenant=tenant, window=window, intent=intent)
+    found = tallies(tenant=tenant, window=window, intent=intent, by=("bucket", "backend"))
     series: dict[int, dict[datetime, Tally]] = defaultdict(lambda: defaultdict(Tally))
-    for (start, _, backend_id, _), tally in found.items():
+    for (start, backend_id), tally in found.items():
         if backend_id is not None:
             series[backend_id][start].add(tally)
-    names = _names(found)
+    names = _names(series)
     backends = []
     for backend_id, buckets in series.items():
         name = names.get(backend_id, str(backend_id))
@@ -268,11 +319,10 @@ def timeseries(
 def totals(*, tenant: Tenant | None, since: datetime) -> dict[str, Any]:
     """Decisions since ``since`` (read from the rollups and the tail): how many, how
     many were answered, and the success rate (None without decisions)."""
-    found = tallies(tenant=tenant, window=window_of(since, None))
-    decisions = sum(t.count for (_, _, backend_id, _), t in found.items() if backend_id is None)
-    answered = sum(t.successes for (_, _, backend_id, _), t in found.items() if backend_id is None)
+    found = tallies(tenant=tenant, window=window_of(since, None), by=("backend",))
+    overall = found.get((None,), Tally())  # the decision-level rows: no backend
     return {
-        "decisions": decisions,
-        "answered": answered,
-        "success_rate": _rate(answered, decisions),
+        "decisions": overall.count,
+        "answered": overall.successes,
+        "success_rate": _rate(overall.successes, overall.count),
     }

@@ -127,7 +127,7 @@ def _failures_key(address: str, rate: Rate, now: float) -> str:
     return f"flywheel:ratelimit:auth:{rate[1]}:{_window(rate, now)[0]}:{address}"
 
 
-def _requests_key(key_id: int, rate: Rate, now: float) -> str:
+def _requests_key(key_id: int | str, rate: Rate, now: float) -> str:
     return f"flywheel:ratelimit:key:{key_id}:{rate[1]}:{_window(rate, now)[0]}"
 
 
@@ -156,8 +156,9 @@ class RateLimiter:
         self._paused_until = -math.inf
         self._warned_at = -math.inf
 
-    def admit(self, *, key_id: int, rate: Rate | None) -> None:
-        """Count a request of a key; refuse it past ``rate``.
+    def admit(self, *, key_id: int | str, rate: Rate | None, who: str = "This API key") -> None:
+        """Count a request of a key (an API key's id, or another counter's name such as
+        ``user-7``); refuse it past ``rate``, saying ``who`` is over it.
 
         The error carries ``excess``: how many requests over the limit this one is.
         """
@@ -168,7 +169,7 @@ class RateLimiter:
         hit = self._hit(counter, 0, counter, rate[1])
         if hit is not None and hit > rate[0]:
             err = RateLimitError(
-                f"This API key is over its rate limit of {describe(rate)}.",
+                f"{who} is over its rate limit of {describe(rate)}.",
                 retry_after=_window(rate, now)[1],
                 details={"limit": describe(rate)},
             )
@@ -269,6 +270,13 @@ def api_key_admit(*, api_key: ApiKey) -> None:
     """Count a request of ``api_key``. Raises RateLimitError (with retry_after) when
     the key is over its rate. One cache round trip."""
     limiter().admit(key_id=api_key.pk, rate=api_key_rate(api_key))
+
+
+def person_admit(*, user_id: int) -> None:
+    """Count a question a logged-in person asks on the chat page, at the server's
+    FLYWHEEL_RATE_LIMIT (as an API key without a limit of its own). Raises
+    RateLimitError."""
+    limiter().admit(key_id=f"user-{user_id}", rate=settings.RATE_LIMIT, who="Your account")
 
 
 def address_admit(*, address: str) -> None:

@@ -21,6 +21,7 @@ from flywheel.asyncapi import error_response, json_body
 from flywheel.asyncdb import db
 from flywheel.errors import ApplicationError, ValidationError
 from flywheel.pages import error_page
+from flywheel.ratelimit import person_admit
 from flywheel.services import tenant_acted_for
 from routing.api import sse_events
 from routing.requests import query_request
@@ -46,9 +47,12 @@ def chat_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 async def chat_ask(request: HttpRequest) -> HttpResponseBase:
     """POST {question, session_id?}: the answer as Server-Sent Events (chunk, then end
-    or error), exactly as ``POST /api/v1/query`` with ``parameters.stream``."""
+    or error), exactly as ``POST /api/v1/query`` with ``parameters.stream``. Each
+    person's questions count against FLYWHEEL_RATE_LIMIT, as a key's would."""
     try:
-        tenant = await db(tenant_acted_for)(await request.auser())
+        user = await request.auser()
+        tenant = await db(tenant_acted_for)(user)
+        person_admit(user_id=user.pk)
         data = json_body(request)
         if not isinstance(data, dict) or not set(data) <= ASKED_FIELDS:
             raise ValidationError("Send a JSON object {question, session_id?} and nothing else.")

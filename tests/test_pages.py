@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Permission, User
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -353,3 +353,16 @@ def test_the_admin_decision_page_links_its_trace(acme: Tenant, admin_client) -> 
     page = admin_client.get(f"/admin/routing/routingdecision/{decision.pk}/change/")
 
     assert f'href="/decisions/{decision.request_id}"' in page.content.decode()
+
+
+@override_settings(RATE_LIMIT=(1, 60))
+def test_a_person_asking_too_often_is_told_to_wait(world: World, acme: Tenant) -> None:
+    member = _member(acme)
+    first = member.post("/chat/ask", {"question": REVIEW}, content_type="application/json")
+    assert first.status_code == 200
+
+    refused = member.post("/chat/ask", {"question": REVIEW}, content_type="application/json")
+
+    assert refused.status_code == 429
+    assert refused["Retry-After"]
+    assert refused.json()["error"]["message"].startswith("Your account is over its rate limit")
