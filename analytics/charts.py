@@ -8,10 +8,10 @@ a ``<title>`` and ``data-value``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils.html import format_html, format_html_join
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 PALETTE = ("#2563eb", "#d97706", "#059669", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#65a30d")
@@ -84,22 +84,14 @@ def traffic_chart(
             for p in each["buckets"]
         ]
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points)
-        dots = format_html_join(
-            "",
-            '<circle class="point" cx="{}" cy="{}" r="2.5" fill="{}" data-value="{}">'
-            "<title>{} at {}: {}</title></circle>",
-            (
-                (
-                    f"{x:.1f}",
-                    f"{y:.1f}",
-                    colour(i),
-                    p["requests"],
-                    each["backend"],
-                    f"{p['start']:%m-%d %H:%M}",
-                    p["requests"],
-                )
-                for x, y, p in points
-            ),
+        name = escape(each["backend"])
+        # Hundreds of elements: f-strings over numbers (nothing to escape) and the one
+        # escaped name cost a tenth of format_html per element.
+        dots = "".join(
+            f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour(i)}" '
+            f'data-value="{p["requests"]}"><title>{name} at {p["start"]:%m-%d %H:%M}: '
+            f"{p['requests']}</title></circle>"
+            for x, y, p in points
         )
         lines.append(
             format_html(
@@ -107,7 +99,7 @@ def traffic_chart(
                 'stroke-width="1.5"/>{}',
                 path,
                 colour(i),
-                dots,
+                mark_safe(dots),  # noqa: S308 - numbers, and the name escaped above
             )
         )
     axis = format_html(
@@ -132,34 +124,31 @@ def traffic_chart(
 
 
 def health_chart(
-    timeline: Sequence[dict[str, Any]], *, start: datetime, end: datetime, width: int = 860
+    timeline: Sequence[dict[str, Any]],
+    *,
+    start: datetime,
+    end: datetime,
+    step: timedelta,
+    width: int = 860,
 ) -> SafeString:
-    """One strip per backend: a cell per bucket with probes, coloured up / mixed / down."""
+    """One strip per backend: a cell per bucket (``step`` long) with probes, coloured
+    up / mixed / down."""
     left, row = LABEL_WIDTH, 22
     span = width - left - 10
-    cells = []
+    cell = max(2.0, span * step.total_seconds() / ((end - start).total_seconds() or 1.0))
+    cells: list[str] = []
     for i, each in enumerate(timeline):
         y = 4 + i * row
         cells.append(
             format_html('<text x="0" y="{}" class="label">{}</text>', y + 13, each["backend"][:22])
         )
-        buckets = each["buckets"]
-        cell = max(2.0, span / max(len(buckets), 1) if len(buckets) < 4 else 4.0)
-        for b in buckets:
-            cells.append(
-                format_html(
-                    '<rect class="health {}" x="{}" y="{}" width="{}" height="16" '
-                    'fill="{}"><title>{}: {} of {} probes answered</title></rect>',
-                    b["state"],
-                    f"{_x(b['start'], start, end, left, span):.1f}",
-                    y,
-                    f"{cell:.1f}",
-                    STATE_COLOURS[b["state"]],
-                    f"{b['start']:%m-%d %H:%M}",
-                    b["ok"],
-                    b["checks"],
-                )
-            )
+        cells.extend(
+            f'<rect class="health {b["state"]}" x="{_x(b["start"], start, end, left, span):.1f}" '
+            f'y="{y}" width="{cell:.1f}" height="16" fill="{STATE_COLOURS[b["state"]]}">'
+            f"<title>{b['start']:%m-%d %H:%M}: {b['ok']} of {b['checks']} probes answered"
+            "</title></rect>"
+            for b in each["buckets"]  # numbers and a state of ours: nothing to escape
+        )
     height = 8 + len(timeline) * row
     return format_html(
         '<svg class="chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">{}</svg>',
@@ -167,5 +156,5 @@ def health_chart(
         height,
         width,
         height,
-        mark_safe("".join(cells)),  # noqa: S308 - each cell was escaped by format_html
+        mark_safe("".join(cells)),  # noqa: S308 - labels escaped by format_html, cells numbers
     )

@@ -244,6 +244,21 @@ def backends_by_intent(
     _check(intent, None)
     window = window_of(since, until)
     found = tallies(tenant=tenant, window=window, intent=intent, by=("backend", "intent"))
+    return _by_intent(found, window, tenant)
+
+
+def _project(found: dict[Grouped, Tally], picks: tuple[int, ...]) -> dict[Grouped, Tally]:
+    """Tallies regrouped by some of their key's parts (by position), summed."""
+    regrouped: dict[Grouped, Tally] = defaultdict(Tally)
+    for key, tally in found.items():
+        regrouped[tuple(key[i] for i in picks)].add(tally)
+    return regrouped
+
+
+def _by_intent(
+    found: dict[Grouped, Tally], window: Window, tenant: Tenant | None
+) -> dict[str, Any]:
+    """backends_by_intent's answer from tallies keyed (backend, intent)."""
     per_intent: dict[str, Tally] = defaultdict(Tally)
     per_backend: dict[tuple[str, int], Tally] = defaultdict(Tally)
     for (backend_id, slug), tally in found.items():
@@ -292,6 +307,11 @@ def timeseries(
     _check(intent, backend)
     window = window_of(since, until)
     found = tallies(tenant=tenant, window=window, intent=intent, by=("bucket", "backend"))
+    return _series(found, window, backend)
+
+
+def _series(found: dict[Grouped, Tally], window: Window, backend: str | None) -> dict[str, Any]:
+    """timeseries' answer from tallies keyed (bucket, backend)."""
     series: dict[int, dict[datetime, Tally]] = defaultdict(lambda: defaultdict(Tally))
     for (start, backend_id), tally in found.items():
         if backend_id is not None:
@@ -314,6 +334,25 @@ def timeseries(
         backends.append({"backend": name, "buckets": points})
     backends.sort(key=lambda series: str(series["backend"]))
     return {**_range(window), "backends": backends}
+
+
+def overview(
+    *,
+    tenant: Tenant | None,
+    since: str | datetime | None = None,
+    until: str | datetime | None = None,
+    intent: str | None = None,
+) -> dict[str, Any]:
+    """What the analytics page shows, read once: ``{"window", "by_intent", "timeseries"}``
+    as backends_by_intent and timeseries answer them. Raises ValidationError."""
+    _check(intent, None)
+    window = window_of(since, until)
+    found = tallies(tenant=tenant, window=window, intent=intent, by=("bucket", "backend", "intent"))
+    return {
+        "window": window,
+        "by_intent": _by_intent(_project(found, (1, 2)), window, tenant),
+        "timeseries": _series(_project(found, (0, 1)), window, None),
+    }
 
 
 def totals(*, tenant: Tenant | None, since: datetime) -> dict[str, Any]:

@@ -25,7 +25,8 @@ from django.utils import timezone
 from analytics import charts
 from analytics.access import Scope, scope_for_user
 from analytics.health import health_timeline
-from analytics.metrics import backends_by_intent, timeseries, totals, window_of
+from analytics.metrics import overview, totals
+from analytics.rollups import STEP
 from analytics.selectors import decisions_for
 from analytics.visualize import decision_for, decision_story, session_visualization
 from backends.models import Backend
@@ -123,9 +124,8 @@ def analytics_page(request: HttpRequest) -> HttpResponse:
     scope = _scope(request)
     filters = _filters(request, scope)
     since = timezone.now() - RANGES[filters["range"]]
-    window = window_of(since, None)
-    by_intent = backends_by_intent(tenant=scope.tenant, since=since, intent=filters["intent"])
-    traffic = timeseries(tenant=scope.tenant, since=since, intent=filters["intent"])
+    read = overview(tenant=scope.tenant, since=since, intent=filters["intent"])
+    window, by_intent, traffic = read["window"], read["by_intent"], read["timeseries"]
     health = health_timeline(tenant=scope.tenant, window=window)
     query = {k: v for k, v in {**filters, "since": since.isoformat()}.items() if v}
     csv = {k: v for k, v in query.items() if k != "range"}
@@ -141,7 +141,9 @@ def analytics_page(request: HttpRequest) -> HttpResponse:
         ),
         "traffic": traffic["backends"],
         "legend": [(s["backend"], charts.colour(i)) for i, s in enumerate(traffic["backends"])],
-        "health_chart": charts.health_chart(health["backends"], start=window.start, end=window.end),
+        "health_chart": charts.health_chart(
+            health["backends"], start=window.start, end=window.end, step=STEP[window.granularity]
+        ),
         "csv_query": urlencode({**csv, "format": "csv"}),
     }
     return render(request, "pages/analytics.html", context)

@@ -12,6 +12,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from analytics import charts
 from analytics.health import health_timeline
 from analytics.metrics import backends_by_intent, totals
 from backends.models import HealthCheck
@@ -366,3 +367,25 @@ def test_a_person_asking_too_often_is_told_to_wait(world: World, acme: Tenant) -
     assert refused.status_code == 429
     assert refused["Retry-After"]
     assert refused.json()["error"]["message"].startswith("Your account is over its rate limit")
+
+
+def test_the_charts_escape_backend_names() -> None:
+    now = timezone.now()
+    name = '<img src=x onerror="alert(1)">'
+    point = {"start": now, "requests": 3, "ok": 1, "checks": 2, "state": "mixed"}
+    drawn = [
+        charts.bar_chart([(name, 1.0, name)], maximum=1.0),
+        charts.traffic_chart(
+            [{"backend": name, "buckets": [point]}], start=now - timedelta(hours=1), end=now
+        ),
+        charts.health_chart(
+            [{"backend": name, "buckets": [point]}],
+            start=now - timedelta(hours=1),
+            end=now,
+            step=timedelta(minutes=1),
+        ),
+    ]
+
+    for svg in drawn:
+        assert "<img" not in svg
+        assert "&lt;img src=x" in svg

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from analytics.metrics import backends_by_intent, quantile_ms, timeseries, window_of
+from analytics.metrics import backends_by_intent, overview, quantile_ms, timeseries, window_of
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, RollupState
 from analytics.rollups import bucket_floor, rollups_refresh
 from analytics.tasks import rollup_decisions
@@ -359,3 +359,12 @@ def test_options_on_an_analytics_view_answers_json_even_when_csv_is_asked(
 
     assert result.status_code == 200
     assert result["Content-Type"].startswith("application/json")
+
+
+@pytest.mark.parametrize("span", [CLOSE, WIDE], ids=["minutes", "hours"])
+def test_the_pages_single_read_matches_the_two_apis(world, tenant: Tenant, span) -> None:
+    read = overview(tenant=tenant, **span)
+
+    assert read["by_intent"] == backends_by_intent(tenant=tenant, **span)
+    assert read["timeseries"] == timeseries(tenant=tenant, **span)
+    assert read["by_intent"]["intents"]  # the world's decisions are in the range

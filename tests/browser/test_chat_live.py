@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 from playwright.sync_api import Page, expect
 
 from backends.adapters.base import BackendConfig
@@ -43,8 +47,18 @@ def peer_backends(
             api_key=config.api_key,
             allow_private_addresses=True,
         )
-    serve_code_review(peers)
+    # It runs the adapters on an event loop of its own: not in this thread, where the
+    # browser's loop is already running.
+    with ThreadPoolExecutor(1) as worker:
+        worker.submit(_in_thread, serve_code_review, peers).result()
     refresh()
+
+
+def _in_thread(work: Callable[..., None], *args: object) -> None:
+    try:
+        work(*args)
+    finally:
+        connections.close_all()  # this thread's connections, before the test database goes
 
 
 def test_the_chat_is_answered_by_a_real_peer(page: Page, log_in_as, peer_backends) -> None:
