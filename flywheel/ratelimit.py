@@ -272,11 +272,11 @@ def api_key_admit(*, api_key: ApiKey) -> None:
     limiter().admit(key_id=api_key.pk, rate=api_key_rate(api_key))
 
 
-def person_admit(*, user_id: int) -> None:
+def person_admit(*, user: Any) -> None:
     """Count a question a logged-in person asks on the chat page, at the server's
     FLYWHEEL_RATE_LIMIT (as an API key without a limit of its own). Raises
     RateLimitError."""
-    limiter().admit(key_id=f"user-{user_id}", rate=settings.RATE_LIMIT, who="Your account")
+    limiter().admit(key_id=f"user-{user.pk}", rate=settings.RATE_LIMIT, who="Your account")
 
 
 def address_admit(*, address: str) -> None:

@@ -52,7 +52,7 @@ async def chat_ask(request: HttpRequest) -> HttpResponseBase:
     try:
         user = await request.auser()
         tenant = await db(tenant_acted_for)(user)
-        person_admit(user_id=user.pk)
+        person_admit(user=user)
         data = json_body(request)
         if not isinstance(data, dict) or not set(data) <= ASKED_FIELDS:
             raise ValidationError("Send a JSON object {question, session_id?} and nothing else.")
