@@ -389,3 +389,20 @@ def test_the_charts_escape_backend_names() -> None:
     for svg in drawn:
         assert "<img" not in svg
         assert "&lt;img src=x" in svg
+
+
+def test_the_decision_list_pages_without_counting(acme: Tenant) -> None:
+    RoutingDecision.objects.bulk_create(
+        RoutingDecision(tenant=acme, question=f"Question number {i:03d}", outcome="success")
+        for i in range(51)
+    )
+    member = _member(acme)
+
+    first = member.get("/analytics/decisions/").content.decode()
+    second = member.get("/analytics/decisions/?page=2").content.decode()
+
+    assert first.count("Question number") == 50
+    assert "older →" in first
+    assert second.count("Question number") == 1
+    assert "← newer" in second
+    assert "older →" not in second
