@@ -34,6 +34,7 @@ from backends.models import Backend
 from backends.selectors import backends_visible_to
 from flywheel.errors import ApplicationError
 from flywheel.pages import error_page
+from flywheel.services import tenant_for_user
 from routing.models import Intent, Outcome, RoutingDecision
 
 RANGES = {
@@ -213,4 +214,6 @@ def decision_trace(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
 def session_page(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
     """Seed 002's visualisation: each turn of a session and how it was routed."""
     found = session_visualization(scope=scope_for_user(request.user), session_id=session_id)
-    return render(request, "pages/session.html", {"session": found})
+    acting = tenant_for_user(request.user)  # the chat continues only one's own conversations
+    own = acting is not None and acting.slug == found["tenant"]
+    return render(request, "pages/session.html", {"session": found, "own": own})

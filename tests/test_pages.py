@@ -294,6 +294,9 @@ def test_the_session_page_and_api_draw_each_turn(world: World, acme: Tenant) -> 
     assert turn["trace_url"] == f"http://testserver/decisions/{second['request_id']}"
     assert page.count('class="card turn"') == 2
     assert "Answer by lf" in page
+    assert "continue in chat" in page  # the member's own conversation
+    staff_view = _staff_reader().get(f"/v/{first['session_id']}/").content.decode()
+    assert "continue in chat" not in staff_view  # staff act for no tenant: not theirs
 
 
 def test_another_tenants_session_is_not_found(acme: Tenant, globex: Tenant) -> None:
