@@ -104,17 +104,32 @@ def decisions_record(batch: Sequence[DecisionData], *, performance_window: int =
 
     A busy process writes many decisions per round trip this way; sessions
     are created with their first decision. The performance aggregates of
-    every backend + intent touched are refreshed once per batch.
+    every backend + intent touched are refreshed once per batch, after the
+    commit. Raises the database's error only: once it returns or raises, the
+    batch is committed entirely or not at all.
     """
     with transaction.atomic():
         if connection.vendor == "postgresql":
             decisions_insert(batch)  # one statement, unpacked by PostgreSQL (batch_sql)
         else:
             _orm_insert(batch)
+    _share_performance(batch, performance_window)
+
+
+def _share_performance(batch: Sequence[DecisionData], window: int) -> None:
+    """Publish the aggregates the batch changed. The rows are committed by now: a
+    failure here (the cache down) is logged and never raised, so nobody writes the
+    batch again; the next batch, or beat's republish, shares them later."""
     touched = {(a.backend_id, d.intent) for d in batch for a in d.attempts}
-    for backend_id, intent in touched:
-        publish_performance(
-            backend_id, intent, performance_of(backend_id, intent, performance_window)
+    try:
+        for backend_id, intent in touched:
+            publish_performance(backend_id, intent, performance_of(backend_id, intent, window))
+    except Exception as err:  # the decisions are stored; only routing's memory is late
+        logger.warning(
+            "Decisions stored, but their performance aggregates could not be shared "
+            "(%s: %s); they will be with the next batch or beat's republish.",
+            type(err).__name__,
+            err,
         )
 
 

@@ -356,3 +356,22 @@ def test_beat_shares_performance_again_after_the_cache_lost_it(world: World) -> 
     state.forget()
     perf = state.recent_performance([world.fw.pk], "code-review")[world.fw.pk]
     assert (perf.attempts, perf.success_rate, perf.avg_latency_ms) == (1, 0.0, 40.0)
+
+
+def test_a_cache_failure_after_the_commit_does_not_write_the_batch_again(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def unreachable(*args: object) -> None:
+        raise ConnectionError("cache down")
+
+    monkeypatch.setattr(recording, "publish_performance", unreachable)
+    tenant = Tenant.objects.get(slug="default")
+    attempt = Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", True, 12.5)
+    batch = [decision(tenant, uuid.uuid4(), answer="yes", attempts=(attempt,)) for _ in range(3)]
+    for data in batch:
+        record_later(data, performance_window=10)
+    drain()
+
+    assert RoutingDecision.objects.count() == 3
+    assert "Could not record decision" not in caplog.text
+    assert "could not be shared" in caplog.text
