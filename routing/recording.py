@@ -219,6 +219,7 @@ def performance_publish_all(*, window: int) -> int:
     pairs = (
         PerformanceRecord.objects.filter(created_at__gte=since)
         .values_list("backend_id", "intent")
+        .order_by()  # the model's ordering (created_at) would make every record distinct
         .distinct()
     )
     published = 0

@@ -375,3 +375,23 @@ def test_a_cache_failure_after_the_commit_does_not_write_the_batch_again(
     assert RoutingDecision.objects.count() == 3
     assert "Could not record decision" not in caplog.text
     assert "could not be shared" in caplog.text
+
+
+def test_beat_publishes_each_backend_and_intent_once_however_many_records(
+    world: World, django_assert_max_num_queries: Any
+) -> None:
+    from routing.models import PerformanceRecord
+    from routing.tasks import publish_performance
+
+    PerformanceRecord.objects.bulk_create(
+        PerformanceRecord(
+            backend=world.fw,
+            intent="code-review",
+            latency_ms=10,
+            success=True,
+        )
+        for _ in range(2_000)  # each its own created_at
+    )
+
+    with django_assert_max_num_queries(3):  # the pairs, then one read per pair
+        assert publish_performance() == {"published": 1}
