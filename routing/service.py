@@ -397,6 +397,21 @@ def _response(query: _Query, answer: str, routing: dict[str, Any]) -> dict[str, 
     return body
 
 
+def _log_failed_attempts(query: _Query, attempts: Sequence[Attempt]) -> None:
+    """One line per failed attempt, with what an operator looks it up by. The error
+    text is the one the decision keeps (redacted of what a backend echoed)."""
+    for attempt in attempts:
+        if not attempt.ok:
+            logger.warning(
+                "Query %s: %s / %s failed (%s): %s",
+                query.request_id,
+                attempt.backend,
+                attempt.flow,
+                attempt.error_type,
+                attempt.error,
+            )
+
+
 async def _conclude(
     query: _Query,
     state: RoutingState,
@@ -413,6 +428,7 @@ async def _conclude(
     """
     intent = query.classified.intent
     query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
+    _log_failed_attempts(query, attempts)
     if result is not None and winner is not None:
         outcome = "success" if len(attempts) == 1 else "fallback"
         await _record(

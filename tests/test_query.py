@@ -340,6 +340,21 @@ def test_a_failing_primary_falls_back_to_the_next(world: World, tenant: Tenant) 
     assert [(r.backend.name, r.success) for r in records] == [("fw", False), ("lf", True)]
 
 
+def test_each_failed_attempt_is_one_log_line_naming_the_query(
+    world: World, tenant: Tenant, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.fail(world.fw_route)
+
+    body = ask(tenant, question=REVIEW)
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "routing.service"]
+    assert lines == [
+        f"Query {body['request_id']}: fw / reviewer failed (UnexpectedError): "
+        + (body["routing"]["fallback_chain"][0]["error"])
+    ]
+    assert "sk-FW-SECRET" not in caplog.text
+
+
 def test_an_exhausted_chain_is_an_error_carrying_the_chain(world: World, tenant: Tenant) -> None:
     world.fail(world.fw_route)
     world.fail(world.lf_route, 503)
