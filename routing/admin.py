@@ -63,6 +63,7 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
         ("Performance", {"fields": ["performance_window", "latency_ceiling_ms"]}),
         ("Classification", {"fields": ["confidence_threshold", "llm_classification_enabled"]}),
         ("Cooldown", {"fields": ["cooldown_failures", "cooldown_seconds"]}),
+        ("Time", {"fields": ["query_budget_seconds"]}),
         (
             "Caches",
             {

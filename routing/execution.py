@@ -10,6 +10,7 @@ traceback and recorded as a ClientError; its text never reaches the client.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -18,7 +19,7 @@ from typing import Any
 
 from backends.adapters import get_adapter
 from backends.adapters.base import BackendConfig, Exchange, ExecutionResult, StreamEvent
-from backends.errors import BackendError, BackendNotFoundError
+from backends.errors import BackendError, BackendNotFoundError, BackendTimeoutError
 from backends.http import ms_since
 from backends.models import Backend
 from backends.services import backend_config
@@ -129,6 +130,18 @@ def _attempt(candidate: Candidate, started: float, error: BackendError | None = 
     )
 
 
+def _remaining(deadline: float | None) -> float | None:
+    """Seconds left before ``deadline`` (a time.perf_counter() value); None: no deadline."""
+    return None if deadline is None else deadline - time.perf_counter()
+
+
+def _out_of_time(candidate: Candidate, budget: float | None) -> BackendTimeoutError:
+    return BackendTimeoutError(
+        f"No answer within what remained of the query's time budget ({budget or 0:.1f} s).",
+        backend=candidate.backend.name,
+    )
+
+
 async def run_chain(
     candidates: Sequence[Candidate],
     question: str,
@@ -136,21 +149,30 @@ async def run_chain(
     session_id: str,
     parameters: dict[str, Any],
     history_for: HistoryFor,
+    deadline: float | None = None,
 ) -> ChainResult:
-    """Ask each candidate in turn until one answers."""
+    """Ask each candidate in turn until one answers, each within what remains before
+    ``deadline`` (a time.perf_counter() value): none starts once it has passed."""
     attempts: list[Attempt] = []
     chain_started = time.perf_counter()
     for candidate in candidates:
+        budget = _remaining(deadline)
+        if budget is not None and budget <= 0:
+            break
         started = time.perf_counter()
         try:
             adapter = get_adapter(await config_for(candidate.backend))
-            result = await adapter.execute_flow(
-                candidate.flow.external_id,
-                question,
-                session_id=session_id,
-                parameters=parameters,
-                history=history_for(candidate),
-            )
+            async with asyncio.timeout(budget):
+                result = await adapter.execute_flow(
+                    candidate.flow.external_id,
+                    question,
+                    session_id=session_id,
+                    parameters=parameters,
+                    history=history_for(candidate),
+                )
+        except TimeoutError:  # the budget ran out (the backend's own timeout is a BackendError)
+            attempts.append(_attempt(candidate, started, _out_of_time(candidate, budget)))
+            continue
         except Exception as err:  # the backend's fault or ours: the next one may answer
             attempts.append(_attempt(candidate, started, _failure(candidate, err)))
             continue
@@ -177,8 +199,10 @@ async def stream_chain(
     parameters: dict[str, Any],
     history_for: HistoryFor,
     progress: StreamProgress,
+    deadline: float | None = None,
 ) -> AsyncIterator[str]:
-    """Yield answer text chunks, falling back only while nothing has been sent.
+    """Yield answer text chunks, falling back only while nothing has been sent; each
+    attempt within what remains before ``deadline``, as run_chain.
 
     Once a chunk has gone out, a failure ends the stream with the error:
     mixing two backends' answers would be worse.
@@ -186,25 +210,33 @@ async def stream_chain(
     chain_started = time.perf_counter()
     try:
         for candidate in candidates:
+            budget = _remaining(deadline)
+            if budget is not None and budget <= 0:
+                break
             started = time.perf_counter()
             sent = False
             end: StreamEvent | None = None
             try:
                 adapter = get_adapter(await config_for(candidate.backend))
-                async for event in adapter.stream_flow(
-                    candidate.flow.external_id,
-                    question,
-                    session_id=session_id,
-                    parameters=parameters,
-                    history=history_for(candidate),
-                ):
-                    if event.type == "chunk" and event.text:
-                        sent = True
-                        yield event.text
-                    elif event.type == "end":
-                        end = event
+                async with asyncio.timeout(budget):
+                    async for event in adapter.stream_flow(
+                        candidate.flow.external_id,
+                        question,
+                        session_id=session_id,
+                        parameters=parameters,
+                        history=history_for(candidate),
+                    ):
+                        if event.type == "chunk" and event.text:
+                            sent = True
+                            yield event.text
+                        elif event.type == "end":
+                            end = event
             except Exception as err:  # the backend's fault or ours: the next one may answer
-                failure = _failure(candidate, err)
+                failure = (
+                    _out_of_time(candidate, budget)
+                    if isinstance(err, TimeoutError)
+                    else _failure(candidate, err)
+                )
                 progress.attempts.append(_attempt(candidate, started, failure))
                 if not sent:
                     continue

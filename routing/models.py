@@ -157,6 +157,13 @@ class RoutingPolicy(models.Model):
     health_cache_ttl_seconds = models.PositiveIntegerField(
         default=90, validators=[MinValueValidator(1)]
     )
+    query_budget_seconds = models.FloatField(
+        default=30.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(600.0)],
+        help_text="The most one query may take, from its arrival to its last attempt: each "
+        "attempt gets the smaller of its backend's timeout and what remains, and none starts "
+        "once it is spent.",
+    )
     answer_cache_ttl_seconds = models.PositiveIntegerField(
         default=3600,
         validators=[MinValueValidator(1)],

@@ -33,6 +33,7 @@ class PolicyValues:
     confidence_threshold: float = 0.7
     llm_classification_enabled: bool = True
     answer_cache_ttl_seconds: int = 3600
+    query_budget_seconds: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -513,6 +513,7 @@ async def _answer(request: QueryRequest, tenant: Tenant) -> dict[str, Any]:
             session_id=str(query.session_id),
             parameters=_backend_parameters(request),
             history_for=_history_for(query),
+            deadline=query.started + state.policy.query_budget_seconds,
         )
         query.timings["execute_ms"] = chain.execute_ms
         return await _conclude(
@@ -617,6 +618,7 @@ async def _stream(
             parameters=_backend_parameters(query.request),
             history_for=_history_for(query),
             progress=progress,
+            deadline=query.started + state.policy.query_budget_seconds,
         ):
             sent = True
             await queue.put({"event": "chunk", "text": text})

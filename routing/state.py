@@ -98,6 +98,7 @@ def policy_values() -> PolicyValues:
             confidence_threshold=p.confidence_threshold,
             llm_classification_enabled=p.llm_classification_enabled,
             answer_cache_ttl_seconds=p.answer_cache_ttl_seconds,
+            query_budget_seconds=p.query_budget_seconds,
         )
         shared_cache().set(POLICY_KEY, values, timeout=300)
     return values

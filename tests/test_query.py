@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from routing.models import PerformanceRecord, RoutingDecision, Turn
 from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, answers_finish, stream_answer
+from routing.services import routing_policy_get
 from routing.sessions import PastTurn
 from tests.captured import captured, response
 from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
@@ -777,3 +779,66 @@ def test_a_backend_deleted_since_the_plan_was_made_is_an_attempt_that_failed(
     assert chain.result is not None
     assert chain.result.text == LF_ANSWER
     assert not world.fw_route.called
+
+
+def _hangs(route: Any) -> None:
+    async def hang(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(5)
+        return httpx.Response(200, json={"text": "too late"})
+
+    route.mock(side_effect=hang)
+
+
+def _budget(seconds: float) -> None:
+    policy = routing_policy_get()
+    policy.query_budget_seconds = seconds
+    policy.save()
+    refresh()
+
+
+def test_a_hung_backend_costs_no_more_than_the_query_budget(world: World, tenant: Tenant) -> None:
+    _hangs(world.fw_route)
+    _budget(0.3)
+    started = time.perf_counter()
+
+    error = fails(tenant, AllBackendsFailedError, question=REVIEW)
+
+    assert time.perf_counter() - started < 2  # the backend's own timeout is 30 s
+    chain = error.details["fallback_chain"]
+    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "TimeoutError")]
+    assert "time budget" in chain[0]["error"]  # lf was not tried: nothing remained
+    assert not world.lf_route.called
+
+
+def test_a_later_attempt_gets_only_what_remains_of_the_budget(world: World, tenant: Tenant) -> None:
+    async def slow_failure(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return httpx.Response(500, json={"message": "boom"})
+
+    world.fw_route.mock(side_effect=slow_failure)
+    _hangs(world.lf_route)
+    _budget(0.8)
+    started = time.perf_counter()
+
+    error = fails(tenant, AllBackendsFailedError, question=REVIEW)
+
+    assert time.perf_counter() - started < 2
+    chain = error.details["fallback_chain"]
+    assert [(a["backend"], a["error_type"]) for a in chain] == [
+        ("fw", "UnexpectedError"),
+        ("lf", "TimeoutError"),
+    ]
+    assert chain[1]["latency_ms"] < 700  # the 0.8 s budget less fw's 0.3 s, not 0.8 s
+
+
+def test_a_streamed_answer_keeps_to_the_budget_too(world: World, tenant: Tenant) -> None:
+    _hangs(world.fw_route)
+    _budget(0.3)
+    started = time.perf_counter()
+
+    events = _collect(tenant, question=REVIEW, parameters={"stream": True})
+
+    assert time.perf_counter() - started < 2
+    assert events[-1]["event"] == "error"
+    chain = events[-1]["error"]["details"]["fallback_chain"]
+    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "TimeoutError")]
