@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -392,8 +393,9 @@ class VisualizeView(APIView):
             },
         )
     )
-    def get(self, request: Request, session_id: str) -> Response:
-        """Each turn of the session and how it was routed."""
+    def get(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Each turn of the session and how it was routed (the route takes UUIDs only:
+        any other id is a 404, like an unknown one)."""
         found = session_visualization(
             scope=scope_for_key(request_api_key(request)), session_id=session_id
         )

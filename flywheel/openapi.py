@@ -387,10 +387,7 @@ EXTRA: dict[tuple[str, str], dict[int, str | None]] = {
     },
     ("get", "/api/v1/analytics/backends-by-intent"): {403: _OTHER_TENANT},
     ("get", "/api/v1/analytics/timeseries"): {403: _OTHER_TENANT},
-    ("get", "/api/v1/visualize/{session_id}"): {
-        400: "Not a session id (a UUID).",
-        404: "No such session for this tenant.",
-    },
+    ("get", "/api/v1/visualize/{session_id}"): {404: "No such session for this tenant."},
     ("get", "/api/v1/chatflows"): {404: "No such backend for this tenant (?backend=)."},
     ("post", "/api/v1/chatflows"): {
         403: "The backend is shared: flows there are managed by an administrator.",

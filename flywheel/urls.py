@@ -65,7 +65,7 @@ api_v1 = [
         "analytics/timeseries", analytics_api.TimeseriesView.as_view(), name="analytics-timeseries"
     ),
     path(
-        "visualize/<str:session_id>",
+        "visualize/<uuid:session_id>",
         analytics_api.VisualizeView.as_view(),
         name="visualize",
     ),

@@ -409,3 +409,17 @@ def test_the_decision_list_pages_without_counting(acme: Tenant) -> None:
     assert second.count("Question number") == 1
     assert "← newer" in second
     assert "older →" not in second
+
+
+def test_a_session_id_that_is_not_a_uuid_is_not_found(acme: Tenant) -> None:
+    _, raw = api_key_create(tenant=acme, name="k")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    response = client.get("/api/v1/visualize/None")
+    schema = client.get("/api/v1/schema", {"format": "json"}).json()
+
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "NotFoundError"
+    [parameter] = schema["paths"]["/api/v1/visualize/{session_id}"]["get"]["parameters"]
+    assert parameter["schema"] == {"type": "string", "format": "uuid"}
