@@ -372,7 +372,10 @@ class TimeseriesView(_RangeView):
 
 
 class VisualizeView(APIView):
-    """GET /api/v1/visualize/{session_id}: seed 002's visualisation data of a session."""
+    """GET /api/v1/visualize/{session_id}: seed 002's visualisation data of a session
+    (an API key's tenant's, or what a logged-in reader may see: the page's JSON link)."""
+
+    authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
 
     @extend_schema(
         responses=inline_serializer(
@@ -396,9 +399,7 @@ class VisualizeView(APIView):
     def get(self, request: Request, session_id: uuid.UUID) -> Response:
         """Each turn of the session and how it was routed (the route takes UUIDs only:
         any other id is a 404, like an unknown one)."""
-        found = session_visualization(
-            scope=scope_for_key(request_api_key(request)), session_id=session_id
-        )
+        found = session_visualization(scope=reader_scope(request), session_id=session_id)
         found["visualization_url"] = absolute_url(request, found["visualization_url"])
         for turn in found["turns"]:
             turn["trace_url"] = absolute_url(request, turn["trace_url"])

@@ -155,8 +155,8 @@ def tallies(
     intent; keys hold them in that order): the rollup rows, summed by the database,
     plus the decisions not rolled up yet."""
     columns = [GROUPS[part] for part in by]
-    # The state is read in the same statement as the rows (grouped by it: it is one
-    # value): a refresh committing between two reads cannot make the tail overlap them.
+    # The state is read in the same statement as the rows (a scalar subquery beside the
+    # groups): a refresh committing between two reads cannot make the tail overlap them.
     upto = RollupState.objects.filter(pk=1).values("last_decision_id")
     read_before = upto.first()
     rows = (

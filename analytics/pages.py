@@ -190,6 +190,14 @@ class DecisionsPage:
     def has_previous(self) -> bool:
         return self.number > 1
 
+    @property
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+    @property
+    def next_page_number(self) -> int:
+        return self.number + 1
+
     def __iter__(self) -> Iterator[RoutingDecision]:
         return iter(self.rows)
 
@@ -199,7 +207,8 @@ def _page_of(decisions: QuerySet[RoutingDecision], asked: str | None) -> Decisio
     number = min(max(number, 1), MAX_PAGE)
     start = (number - 1) * DECISIONS_PER_PAGE
     rows = list(decisions[start : start + DECISIONS_PER_PAGE + 1])
-    return DecisionsPage(rows[:DECISIONS_PER_PAGE], number, len(rows) > DECISIONS_PER_PAGE)
+    more = len(rows) > DECISIONS_PER_PAGE and number < MAX_PAGE
+    return DecisionsPage(rows[:DECISIONS_PER_PAGE], number, more)
 
 
 @page

@@ -145,6 +145,7 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
                 "error_type": a.error_type,
             }
             for a in data.attempts
+            if a.measured  # an attempt the budget cut short says nothing of the backend
         ],
         "answer": data.answer,
     }

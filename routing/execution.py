@@ -72,6 +72,12 @@ class Attempt:
     error_type: str = ""
     error: str = ""
 
+    @property
+    def measured(self) -> bool:
+        """Whether it says something of the backend (a performance record): an attempt
+        cut short by the query's budget may have had only milliseconds."""
+        return self.error_type != BudgetExceededError.type
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
@@ -135,8 +141,15 @@ def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else deadline - time.perf_counter()
 
 
-def _out_of_time(candidate: Candidate, budget: float | None) -> BackendTimeoutError:
-    return BackendTimeoutError(
+class BudgetExceededError(BackendTimeoutError):
+    """An attempt cut short because the query's time budget ran out (not the backend's
+    own timeout)."""
+
+    type = "BudgetExceeded"
+
+
+def _out_of_time(candidate: Candidate, budget: float | None) -> BudgetExceededError:
+    return BudgetExceededError(
         f"No answer within what remained of the query's time budget ({budget or 0:.1f} s).",
         backend=candidate.backend.name,
     )
@@ -160,9 +173,10 @@ async def run_chain(
         if budget is not None and budget <= 0:
             break
         started = time.perf_counter()
+        limit = asyncio.timeout(budget)
         try:
             adapter = get_adapter(await config_for(candidate.backend))
-            async with asyncio.timeout(budget):
+            async with limit:
                 result = await adapter.execute_flow(
                     candidate.flow.external_id,
                     question,
@@ -170,11 +184,9 @@ async def run_chain(
                     parameters=parameters,
                     history=history_for(candidate),
                 )
-        except TimeoutError:  # the budget ran out (the backend's own timeout is a BackendError)
-            attempts.append(_attempt(candidate, started, _out_of_time(candidate, budget)))
-            continue
-        except Exception as err:  # the backend's fault or ours: the next one may answer
-            attempts.append(_attempt(candidate, started, _failure(candidate, err)))
+        except Exception as err:  # the backend's fault, ours or the budget's: try the next
+            failure = _out_of_time(candidate, budget) if limit.expired() else None
+            attempts.append(_attempt(candidate, started, failure or _failure(candidate, err)))
             continue
         attempts.append(_attempt(candidate, started))
         return ChainResult(result, candidate, tuple(attempts), ms_since(chain_started))
@@ -216,9 +228,13 @@ async def stream_chain(
             started = time.perf_counter()
             sent = False
             end: StreamEvent | None = None
+            # The timeout cancels this generator's consumer task (the stream's producer),
+            # which only hands chunks to an unbounded queue between them: the cancellation
+            # lands inside this block, where it becomes a TimeoutError.
+            limit = asyncio.timeout(budget)
             try:
                 adapter = get_adapter(await config_for(candidate.backend))
-                async with asyncio.timeout(budget):
+                async with limit:
                     async for event in adapter.stream_flow(
                         candidate.flow.external_id,
                         question,
@@ -233,9 +249,7 @@ async def stream_chain(
                             end = event
             except Exception as err:  # the backend's fault or ours: the next one may answer
                 failure = (
-                    _out_of_time(candidate, budget)
-                    if isinstance(err, TimeoutError)
-                    else _failure(candidate, err)
+                    _out_of_time(candidate, budget) if limit.expired() else _failure(candidate, err)
                 )
                 progress.attempts.append(_attempt(candidate, started, failure))
                 if not sent:

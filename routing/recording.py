@@ -120,17 +120,19 @@ def _share_performance(batch: Sequence[DecisionData], window: int) -> None:
     """Publish the aggregates the batch changed. The rows are committed by now: a
     failure here (the cache down) is logged and never raised, so nobody writes the
     batch again; the next batch, or beat's republish, shares them later."""
-    touched = {(a.backend_id, d.intent) for d in batch for a in d.attempts}
-    try:
-        for backend_id, intent in touched:
+    touched = {(a.backend_id, d.intent) for d in batch for a in d.attempts if a.measured}
+    for backend_id, intent in touched:
+        try:
             publish_performance(backend_id, intent, performance_of(backend_id, intent, window))
-    except Exception as err:  # the decisions are stored; only routing's memory is late
-        logger.warning(
-            "Decisions stored, but their performance aggregates could not be shared "
-            "(%s: %s); they will be with the next batch or beat's republish.",
-            type(err).__name__,
-            err,
-        )
+        except Exception as err:  # the decisions are stored; only routing's memory is late
+            logger.warning(
+                "Decisions stored, but the performance aggregate of backend %s and intent "
+                "%r could not be shared (%s: %s); the next batch or beat's republish will.",
+                backend_id,
+                intent,
+                type(err).__name__,
+                err,
+            )
 
 
 def _orm_insert(batch: Sequence[DecisionData]) -> None:
@@ -167,7 +169,8 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
         )
         for data, decision in zip(batch, decisions, strict=True)
         for a in data.attempts
-        if a.backend_id in live_backends  # records of a deleted backend go with it
+        # records of a deleted backend go with it; one the budget cut short says nothing
+        if a.backend_id in live_backends and a.measured
     )
     Turn.objects.bulk_create(
         Turn(

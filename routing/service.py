@@ -397,6 +397,13 @@ def _response(query: _Query, answer: str, routing: dict[str, Any]) -> dict[str, 
     return body
 
 
+def _why_no_answer(*, attempts: bool, spent: bool, budget: float) -> str:
+    """The end of the message of a query nothing answered."""
+    if spent:
+        return f" within the query's time budget of {budget:g} s."
+    return "." if attempts else ": every backend with a matching flow is down."
+
+
 def _log_failed_attempts(query: _Query, attempts: Sequence[Attempt]) -> None:
     """One line per failed attempt, with what an operator looks it up by. The error
     text is the one the decision keeps (redacted of what a backend echoed)."""
@@ -470,10 +477,14 @@ async def _conclude(
         routing = _routing_block(query, winner=None, attempts=attempts, cached=True)
         routing["cached_from"] = query.cached_from
         return _response(query, cached["answer"], routing)
+    budget = state.policy.query_budget_seconds
+    spent = time.perf_counter() - query.started >= budget
     last_error = attempts[-1].error_type if attempts else "AllBackendsDown"
+    if spent and not attempts:
+        last_error = "BudgetExceeded"
     failure = AllBackendsFailedError(
         f"No backend could answer the {intent!r} question"
-        + ("." if attempts else ": every backend with a matching flow is down."),
+        + _why_no_answer(attempts=bool(attempts), spent=spent, budget=budget),
         details={
             "request_id": str(query.request_id),
             "intent": intent,

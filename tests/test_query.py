@@ -18,7 +18,7 @@ from flywheel.errors import ApplicationError, NotFoundError, ValidationError
 from flywheel.models import Tenant
 from routing.conversation import answer_from_history
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
-from routing.models import PerformanceRecord, RoutingDecision, Turn
+from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy, Turn
 from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, answers_finish, stream_answer
@@ -805,9 +805,11 @@ def test_a_hung_backend_costs_no_more_than_the_query_budget(world: World, tenant
 
     assert time.perf_counter() - started < 2  # the backend's own timeout is 30 s
     chain = error.details["fallback_chain"]
-    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "TimeoutError")]
+    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "BudgetExceeded")]
     assert "time budget" in chain[0]["error"]  # lf was not tried: nothing remained
     assert not world.lf_route.called
+    assert error.message.endswith("within the query's time budget of 0.3 s.")
+    assert not PerformanceRecord.objects.exists()  # cut short: it says nothing of fw
 
 
 def test_a_later_attempt_gets_only_what_remains_of_the_budget(world: World, tenant: Tenant) -> None:
@@ -826,7 +828,7 @@ def test_a_later_attempt_gets_only_what_remains_of_the_budget(world: World, tena
     chain = error.details["fallback_chain"]
     assert [(a["backend"], a["error_type"]) for a in chain] == [
         ("fw", "UnexpectedError"),
-        ("lf", "TimeoutError"),
+        ("lf", "BudgetExceeded"),
     ]
     assert chain[1]["latency_ms"] < 700  # the 0.8 s budget less fw's 0.3 s, not 0.8 s
 
@@ -841,4 +843,16 @@ def test_a_streamed_answer_keeps_to_the_budget_too(world: World, tenant: Tenant)
     assert time.perf_counter() - started < 2
     assert events[-1]["event"] == "error"
     chain = events[-1]["error"]["details"]["fallback_chain"]
-    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "TimeoutError")]
+    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "BudgetExceeded")]
+
+
+def test_a_budget_spent_before_any_attempt_says_so(world: World, tenant: Tenant) -> None:
+    RoutingPolicy.objects.update(query_budget_seconds=0.000_001)  # below the admin's minimum
+    refresh()
+
+    error = fails(tenant, AllBackendsFailedError, question=REVIEW)
+
+    assert error.message.endswith("within the query's time budget of 1e-06 s.")
+    assert error.details["fallback_chain"] == []
+    assert RoutingDecision.objects.get().error_type == "BudgetExceeded"
+    assert not world.fw_route.called
