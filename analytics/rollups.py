@@ -19,7 +19,7 @@ from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, Granularity, RollupState
-from routing.models import Outcome, PerformanceRecord, RoutingDecision
+from routing.models import ANSWERED_OUTCOMES, Outcome, PerformanceRecord, RoutingDecision
 
 # Decision batches commit out of id order (two writer threads, several processes): a
 # decision may land below the last id read by up to a batch's lifetime, well under a
@@ -30,7 +30,6 @@ STEP: dict[str, timedelta] = {
     Granularity.MINUTE: timedelta(minutes=1),
     Granularity.HOUR: timedelta(hours=1),
 }
-ANSWERED = (Outcome.SUCCESS, Outcome.FALLBACK, Outcome.CACHED)
 # Past this many separate spans of buckets, one span from the first to the last is
 # recomputed instead: the same rows, in one range scan rather than a long OR.
 MAX_SPANS = 50
@@ -137,7 +136,7 @@ def aggregate(decisions: QuerySet[RoutingDecision], granularity: str) -> dict[Ke
         .order_by()
         .annotate(
             n=Count("pk"),
-            ok=Count("pk", filter=Q(outcome__in=ANSWERED)),
+            ok=Count("pk", filter=Q(outcome__in=ANSWERED_OUTCOMES)),
             fell_back=Count("pk", filter=Q(outcome=Outcome.FALLBACK)),
             from_cache=Count("pk", filter=Q(outcome=Outcome.CACHED)),
             latency=Sum("total_ms"),

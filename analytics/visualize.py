@@ -12,7 +12,7 @@ from typing import Any
 
 from analytics.access import Scope
 from flywheel.errors import NotFoundError
-from routing.models import Outcome, RoutingDecision, Session
+from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session
 from routing.recording import settle
 from routing.service import trace_path
 from routing.sessions import session_key
@@ -24,11 +24,13 @@ def visualization_path(session_id: object) -> str:
 
 def answered_by(decision: RoutingDecision) -> dict[str, Any] | None:
     """Who answered: the backend and flow, the cache (and whose answer it kept), or
-    Flywheel itself from the conversation; None when nothing answered."""
-    if decision.outcome not in (Outcome.SUCCESS, Outcome.FALLBACK, Outcome.CACHED):
+    Flywheel itself from the conversation; None when nothing answered. An abandoned
+    answer (its client had gone) still names who produced it."""
+    evidence = decision.evidence or {}
+    if decision.outcome not in (*ANSWERED_OUTCOMES, Outcome.ABANDONED):
         return None
-    if decision.outcome == Outcome.CACHED:
-        source = (decision.evidence or {}).get("cached_from") or {}
+    if Outcome.CACHED in (decision.outcome, evidence.get("answered_as")):
+        source = evidence.get("cached_from") or {}
         return {
             "source": "cache",
             "backend": source.get("backend"),

@@ -281,6 +281,11 @@ class Outcome(models.TextChoices):
     CACHED = "cached", "Answered from cache"
     FAILED = "failed", "Failed"
     REJECTED = "rejected", "Rejected before routing"
+    ABANDONED = "abandoned", "Answered after the client had gone"
+
+
+# What the client received an answer in (an abandoned answer was ready, but nobody got it).
+ANSWERED_OUTCOMES = (Outcome.SUCCESS, Outcome.FALLBACK, Outcome.CACHED)
 
 
 class RoutingDecision(models.Model):

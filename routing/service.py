@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +37,7 @@ from routing import conversation, llm
 from routing.classify import IntentResult, Turn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.execution import Attempt, HistoryFor, StreamProgress, run_chain, stream_chain
+from routing.models import ANSWERED_OUTCOMES, Outcome
 from routing.planning import (
     FlowNotRoutable,
     Plan,
@@ -93,6 +94,7 @@ class _Query:
     backend_question: str = ""
     local_answer: str | None = None
     cached_from: dict[str, str] | None = None  # the answer came from the cache: whose it was
+    client_gone: bool = False  # the caller stopped waiting before the answer was ready
     timings: dict[str, float] = field(default_factory=dict)
     recorded: bool = False
 
@@ -128,6 +130,13 @@ class _Query:
         return found
 
     def decision(self, outcome: str, **fields: Any) -> DecisionData:
+        """The decision to record. An answer ready after its caller had gone is
+        ``abandoned``: what the client got, not what routing achieved (the evidence
+        keeps that, as ``answered_as``)."""
+        evidence = self.evidence()
+        if self.client_gone and outcome in ANSWERED_OUTCOMES:
+            evidence["answered_as"] = outcome
+            outcome = Outcome.ABANDONED
         intent = self.intent
         qt = self.query_type
         self.timings.setdefault("total_ms", round((time.perf_counter() - self.started) * 1000, 3))
@@ -145,7 +154,7 @@ class _Query:
             intent_method=intent.method if intent else "",
             query_type=qt.query_type if qt else "",
             query_type_confidence=qt.confidence if qt else None,
-            evidence=self.evidence(),
+            evidence=evidence,
             routing_method=self.plan.routing_method if self.plan else _method(self.request),
             candidates=[c.as_dict() for c in self.plan.candidates] if self.plan else [],
             timings=dict(self.timings),
@@ -229,6 +238,18 @@ async def _recorded(query: _Query, state: RoutingState) -> AsyncIterator[None]:
                 query.decision("failed", error_type="InternalError", error_message=message),
                 state,
             )
+        raise
+    except asyncio.CancelledError:  # the server stopped it (its shutdown timeout ran out)
+        if not query.recorded:  # no await here: this task is being cancelled
+            record_later(
+                query.decision(
+                    "failed",
+                    error_type="Cancelled",
+                    error_message="The server stopped before the answer was complete.",
+                ),
+                performance_window=state.policy.performance_window,
+            )
+            query.recorded = True
         raise
 
 
@@ -511,9 +532,9 @@ async def _answered_locally(query: _Query, state: RoutingState, answer: str) -> 
     return _response(query, answer, _routing_block(query, winner=None, attempts=()))
 
 
-async def _answer(request: QueryRequest, tenant: Tenant) -> dict[str, Any]:
+async def _answer(query: _Query) -> dict[str, Any]:
+    request = query.request
     state = await current_state()
-    query = _Query(request, tenant)
     async with _recorded(query, state):
         await _prepare(query, state)
         if query.local_answer is not None:
@@ -553,10 +574,15 @@ async def answer_question(request: QueryRequest, *, tenant: Tenant) -> dict[str,
     each after its decision has been recorded. The work is shielded: a
     client that goes away mid-answer does not stop it being recorded.
     """
-    task = asyncio.ensure_future(_answer(request, tenant))
+    query = _Query(request, tenant)
+    task = asyncio.ensure_future(_answer(query))
     _background.add(task)
     task.add_done_callback(_background.discard)
-    return await asyncio.shield(task)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:  # the client went away; the answer goes on, unseen
+        query.client_gone = True
+        raise
 
 
 # Refusals past the limit recorded as decisions, per key and window: enough to see a
@@ -591,10 +617,7 @@ def query_refused(request: HttpRequest, api_key: ApiKey, err: RateLimitError) ->
     record_later(data, performance_window=1)  # no attempts: no aggregate to refresh
 
 
-async def _stream_producer(
-    request: QueryRequest, tenant: Tenant, queue: asyncio.Queue[dict[str, Any] | None]
-) -> None:
-    query = _Query(request, tenant)
+async def _stream_producer(query: _Query, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
     try:
         state = await current_state()
         async with _recorded(query, state):
@@ -649,7 +672,9 @@ async def _stream(
     await queue.put({"event": "end", **body})
 
 
-async def stream_answer(request: QueryRequest, *, tenant: Tenant) -> AsyncIterator[dict[str, Any]]:
+async def stream_answer(
+    request: QueryRequest, *, tenant: Tenant
+) -> AsyncGenerator[dict[str, Any], None]:
     """Answer as a stream of events: ``chunk`` (text) ..., then ``end`` (the full
     response body, routing included) or ``error`` (the error shape).
 
@@ -657,11 +682,19 @@ async def stream_answer(request: QueryRequest, *, tenant: Tenant) -> AsyncIterat
     answer is still completed and recorded.
     """
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-    task = asyncio.ensure_future(_stream_producer(request, tenant, queue))
+    query = _Query(request, tenant)
+    task = asyncio.ensure_future(_stream_producer(query, queue))
     _background.add(task)
     task.add_done_callback(_background.discard)
-    while (event := await queue.get()) is not None:
-        yield event
+    finished = False
+    try:
+        while (event := await queue.get()) is not None:
+            yield event
+        finished = True
+    finally:
+        # Closed early (the client went away): the answer goes on, and is recorded as
+        # abandoned unless it was already recorded (the client saw the end of it).
+        query.client_gone = not finished
 
 
 async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dict[str, Any]:

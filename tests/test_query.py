@@ -559,7 +559,9 @@ async def _ask_and_leave(tenant: Tenant) -> None:
         await task
 
 
-def test_a_client_that_goes_away_loses_nothing(world: World, tenant: Tenant) -> None:
+def test_a_client_that_goes_away_loses_nothing_and_is_recorded_as_gone(
+    world: World, tenant: Tenant
+) -> None:
     _answers_slowly(world, "late but complete")
 
     async def disconnect() -> None:
@@ -572,7 +574,10 @@ def test_a_client_that_goes_away_loses_nothing(world: World, tenant: Tenant) -> 
     async_to_sync(disconnect)()
 
     decision = RoutingDecision.objects.get()
-    assert decision.outcome == "success"
+    assert decision.outcome == "abandoned"  # what the client got: nothing
+    assert decision.evidence["answered_as"] == "success"  # what routing achieved
+    assert decision.backend == world.fw
+    assert PerformanceRecord.objects.get().success  # the backend did answer
     assert Turn.objects.get().answer == "late but complete"
 
 
@@ -586,8 +591,59 @@ def test_a_shutdown_waits_for_answers_whose_clients_left(world: World, tenant: T
     async_to_sync(disconnect_then_shut_down)()
     drain()
 
-    assert RoutingDecision.objects.get().outcome == "success"
+    assert RoutingDecision.objects.get().outcome == "abandoned"
     assert Turn.objects.get().answer == "finished during shutdown"
+
+
+def test_an_answer_the_shutdown_cuts_off_is_recorded_as_cancelled(
+    world: World, tenant: Tenant
+) -> None:
+    _hangs(world.fw_route)
+
+    async def shut_down_too_soon() -> None:
+        asking = asyncio.ensure_future(
+            answer_question(query_request({"question": REVIEW}), tenant=tenant)
+        )
+        await asyncio.sleep(0.2)
+        await answers_finish(timeout=0.1)  # the shutdown's wait runs out ...
+        for task in asyncio.all_tasks() - {asyncio.current_task()}:
+            task.cancel()  # ... and the loop's end cancels what is left, as asyncio.run does
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+
+    async_to_sync(shut_down_too_soon)()
+    drain()
+
+    decision = RoutingDecision.objects.get()
+    assert (decision.outcome, decision.error_type) == ("failed", "Cancelled")
+    assert decision.error_message == "The server stopped before the answer was complete."
+
+
+def test_a_stream_its_client_leaves_is_recorded_as_gone(world: World, tenant: Tenant) -> None:
+    async def slow_stream(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return response("flowise", "prediction_agentflow_stream")
+
+    world.fw_route.mock(side_effect=slow_stream)
+
+    async def leave_early() -> None:
+        events = stream_answer(
+            query_request({"question": REVIEW, "parameters": {"stream": True}}), tenant=tenant
+        )
+        waiting = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(0.1)
+        waiting.cancel()  # the client goes before the first chunk
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await events.aclose()
+        await answers_finish()
+
+    async_to_sync(leave_early)()
+    drain()
+
+    decision = RoutingDecision.objects.get()
+    assert decision.outcome == "abandoned"
+    assert decision.evidence["answered_as"] == "success"
 
 
 def test_a_stream_cut_after_its_first_words_is_never_finished_by_another_answer(
