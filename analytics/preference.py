@@ -15,7 +15,7 @@ from routing.state import now, routing_state
 def _history(preference: Preference) -> str:
     history = preference.history
     if history is None or not history.attempts:
-        return "no attempts yet (performance counts as 0.5)"
+        return "no recent attempts (performance counts as 0.5)"
     return (
         f"{round(history.success_rate * history.attempts)}/{history.attempts} recent attempts "
         f"succeeded, {history.avg_latency_ms:.0f} ms mean"

@@ -60,7 +60,16 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
     search_fields = ["key"]
     fieldsets = [
         ("Scoring weights", {"fields": ["weight_match", "weight_health", "weight_performance"]}),
-        ("Performance", {"fields": ["performance_window", "latency_ceiling_ms"]}),
+        (
+            "Performance",
+            {
+                "fields": [
+                    "performance_window",
+                    "performance_max_age_seconds",
+                    "latency_ceiling_ms",
+                ]
+            },
+        ),
         ("Classification", {"fields": ["confidence_threshold", "llm_classification_enabled"]}),
         ("Cooldown", {"fields": ["cooldown_failures", "cooldown_seconds"]}),
         ("Time", {"fields": ["query_budget_seconds"]}),

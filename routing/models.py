@@ -135,6 +135,12 @@ class RoutingPolicy(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(1000)],
         help_text="Performance is scored over the last N records for a backend and intent.",
     )
+    performance_max_age_seconds = models.PositiveIntegerField(
+        default=60,
+        validators=[MinValueValidator(1)],
+        help_text="Attempts older than this no longer count: a backend demoted by its "
+        "failures is tried again once they age, and measured again.",
+    )
     latency_ceiling_ms = models.PositiveIntegerField(
         default=5000,
         validators=[MinValueValidator(1)],

@@ -35,7 +35,7 @@ from routing.scoring import (
     score_candidates,
     scored,
 )
-from routing.state import RoutingState, recent_performance
+from routing.state import RoutingState
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def _explicit(
         usable,
         intent=intent,
         health={b.id: HealthEntry(True) for b in usable},  # usable: healthy or not yet probed
-        performance=recent_performance([b.id for b in usable], intent),
+        performance=state.performance([b.id for b in usable], intent),
         policy=state.policy,
         now=now,
     )
@@ -164,7 +164,7 @@ def plan(
     backends = state.backends_for(tenant_id)
     if preference.lower() != "auto":
         return _explicit(state, backends, preference=preference, intent=intent, now=now)
-    performance = recent_performance([b.id for b in backends], intent)
+    performance = state.performance([b.id for b in backends], intent)
     candidates = score_candidates(
         backends,
         intent=intent,
@@ -200,7 +200,7 @@ def preferences(
     (no query type); ``tenant_id=None`` looks at every backend, not only shared ones.
     Empty when no flow serves the intent or every backend that could is in cooldown."""
     backends = list(state.backends) if tenant_id is None else state.backends_for(tenant_id)
-    performance = recent_performance([b.id for b in backends], intent)
+    performance = state.performance([b.id for b in backends], intent)
     candidates = score_candidates(
         backends,
         intent=intent,
@@ -264,7 +264,7 @@ def plan_flow(
     usable = not in_cooldown(health, now) and (health is None or health.healthy)
     first: list[Candidate] = []
     if usable:
-        performance = recent_performance([backend.id], intent).get(backend.id)
+        performance = state.performance([backend.id], intent).get(backend.id)
         first.append(
             scored(
                 backend,

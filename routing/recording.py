@@ -203,14 +203,15 @@ def performance_of(backend_id: int, intent: str, window: int) -> Performance:
     recent = list(
         PerformanceRecord.objects.filter(backend_id=backend_id, intent=intent)
         .order_by("-created_at")
-        .values_list("success", "latency_ms")[:window]
+        .values_list("success", "latency_ms", "created_at")[:window]
     )
     if not recent:
         return Performance(attempts=0, success_rate=0.0, avg_latency_ms=0.0)
     return Performance(
         attempts=len(recent),
-        success_rate=sum(ok for ok, _ in recent) / len(recent),
-        avg_latency_ms=sum(latency for _, latency in recent) / len(recent),
+        success_rate=sum(ok for ok, _, _ in recent) / len(recent),
+        avg_latency_ms=sum(latency for _, latency, _ in recent) / len(recent),
+        last_at=recent[0][2],
     )
 
 

@@ -34,6 +34,7 @@ class PolicyValues:
     llm_classification_enabled: bool = True
     answer_cache_ttl_seconds: int = 3600
     query_budget_seconds: float = 30.0
+    performance_max_age_seconds: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,12 @@ class Performance:
     attempts: int
     success_rate: float
     avg_latency_ms: float
+    last_at: datetime | None = None  # the newest attempt's time (None: not known)
+
+    def stale(self, now: datetime, max_age_seconds: float) -> bool:
+        """Whether the newest attempt is older than ``max_age_seconds``: then it says too
+        little of the backend now, and counts as no history at all."""
+        return self.last_at is not None and (now - self.last_at).total_seconds() > max_age_seconds
 
 
 @dataclass(frozen=True)

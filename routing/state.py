@@ -38,6 +38,17 @@ class RoutingState:
     policy: PolicyValues
     rules: IntentRuleSet
 
+    def performance(self, backend_ids: Iterable[int], intent: str) -> dict[int, Performance]:
+        """The backends' recent performance for the intent, leaving out what is older
+        than the policy's performance_max_age_seconds: a backend demoted by failures
+        then gets traffic again, so it is measured again once it has healed."""
+        moment = now()
+        return {
+            backend_id: perf
+            for backend_id, perf in recent_performance(backend_ids, intent).items()
+            if not perf.stale(moment, self.policy.performance_max_age_seconds)
+        }
+
     def backends_for(self, tenant_id: int | None) -> list[BackendEntry]:
         """Shared backends plus the tenant's own."""
         return [b for b in self.backends if b.tenant_id is None or b.tenant_id == tenant_id]
@@ -99,6 +110,7 @@ def policy_values() -> PolicyValues:
             llm_classification_enabled=p.llm_classification_enabled,
             answer_cache_ttl_seconds=p.answer_cache_ttl_seconds,
             query_budget_seconds=p.query_budget_seconds,
+            performance_max_age_seconds=float(p.performance_max_age_seconds),
         )
         shared_cache().set(POLICY_KEY, values, timeout=300)
     return values

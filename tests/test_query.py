@@ -6,12 +6,14 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
+from django.utils import timezone
 
 from backends.models import Backend
 from flywheel.errors import ApplicationError, NotFoundError, ValidationError
@@ -19,7 +21,7 @@ from flywheel.models import Tenant
 from routing.conversation import answer_from_history
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy, Turn
-from routing.recording import drain
+from routing.recording import drain, performance_publish_all
 from routing.requests import query_request
 from routing.service import answer_question, answers_finish, stream_answer
 from routing.services import routing_policy_get
@@ -912,3 +914,21 @@ def test_a_budget_spent_before_any_attempt_says_so(world: World, tenant: Tenant)
     assert error.details["fallback_chain"] == []
     assert RoutingDecision.objects.get().error_type == "BudgetExceeded"
     assert not world.fw_route.called
+
+
+def test_a_demoted_backend_is_tried_again_once_its_failures_age(
+    world: World, tenant: Tenant
+) -> None:
+    world.fail(world.fw_route)
+    ask(tenant, question=REVIEW)  # fw fails: lf answers, and fw now ranks second
+    assert ask(tenant, question=REVIEW)["routing"]["backend"] == "lf"
+    world.fw_route.mock(return_value=httpx.Response(200, json={"text": "fw is back"}))
+    aged = timezone.now() - timedelta(seconds=61)  # a quiet minute: past the default 60 s
+    PerformanceRecord.objects.update(created_at=aged)
+    performance_publish_all(window=10)  # as beat, or the next batch, would
+    refresh()
+
+    routing = ask(tenant, question=REVIEW)["routing"]
+
+    assert routing["backend"] == "fw"  # its failure says nothing now: its match decides
+    assert [c["performance"] for c in routing["candidates"]] == [0.5, 0.5]  # no history
