@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from io import StringIO
 
 import pytest
@@ -135,3 +136,20 @@ def test_the_openapi_schema_is_valid_and_documents_the_query_path(tmp_path) -> N
     for path in ("/api/v1/query:", "/api/v1/route:", "/api/v1/query-router/status:"):
         assert path in schema
     assert "ApiKey" in schema
+
+
+@override_settings(READINESS_TIMEOUT_SECONDS=0.3)
+def test_readyz_answers_in_time_when_a_dependency_hangs(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flywheel import readiness
+
+    monkeypatch.setitem(readiness.CHECKS, "database", lambda: time.sleep(3))  # a pool waiting
+    started = time.perf_counter()
+
+    response = client.get("/readyz")
+
+    assert time.perf_counter() - started < 1.5
+    assert response.status_code == 503
+    checks = response.json()["error"]["details"]["checks"]
+    assert checks == {"database": "down: no answer within 0.3 s", "cache": "ok", "broker": "ok"}
