@@ -2,7 +2,7 @@
 # Serve Flywheel on one machine: web (uvicorn), Celery worker and beat.
 # With no DATABASE_URL / CACHE_URL / CELERY_BROKER_URL set, everything lives
 # under var/ (SQLite, a file cache, a filesystem broker): no server needed.
-# Ctrl-C stops all three.
+# Ctrl-C stops all three; a worker or beat that crashes is started again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,13 +23,14 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-$BIN/celery -A flywheel worker --loglevel INFO --concurrency 2 &
+# The worker and beat come back by themselves if they crash (scripts/supervise.sh).
+scripts/supervise.sh $BIN/celery -A flywheel worker --loglevel INFO --concurrency 2 &
 pids+=($!)
-$BIN/celery -A flywheel beat --loglevel INFO &
+scripts/supervise.sh $BIN/celery -A flywheel beat --loglevel INFO &
 pids+=($!)
 $BIN/uvicorn flywheel.asgi:application --host "$HOST" --port "$PORT" --lifespan on &
 pids+=($!)
 
 echo "Flywheel is starting on http://$HOST:$PORT/ (health: /healthz, readiness: /readyz). Ctrl-C stops it." >&2
-# If any of the three exits, stop the others: a half-running stack is worse than none.
+# If the web server exits, stop the others (the worker and beat are restarted instead).
 wait -n "${pids[@]}"

@@ -1,0 +1,77 @@
+"""scripts/supervise.sh: make run's worker and beat come back after a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+SUPERVISE = Path(__file__).resolve().parent.parent / "scripts" / "supervise.sh"
+
+
+def _supervise(command: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(  # noqa: S603 - the project's own script
+        [str(SUPERVISE), "sh", "-c", command],
+        env={**os.environ, "RESTART_DELAY": "0.1"},
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_a_command_that_exits_is_started_again(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    supervisor = _supervise(f"echo run >> {runs}; exit 3")
+    time.sleep(1)
+    supervisor.send_signal(signal.SIGTERM)
+    _, stderr = supervisor.communicate(timeout=5)
+
+    assert supervisor.returncode == 0
+    assert len(runs.read_text().splitlines()) >= 3
+    assert b"exited (status 3); restarting in 0.1 s" in stderr
+
+
+def test_stopping_it_stops_the_running_command(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    supervisor = _supervise(f"echo $$ > {pid_file}; exec sleep 30")
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+
+    supervisor.send_signal(signal.SIGTERM)
+    supervisor.wait(timeout=5)
+
+    assert supervisor.returncode == 0
+    time.sleep(0.2)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.exists():
+        return False
+    state = stat.read_text().rsplit(")", 1)[1].split()[0]
+    return state != "Z"
+
+
+def test_a_command_that_will_not_stop_is_killed_after_the_grace(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    supervisor = subprocess.Popen(  # noqa: S603 - the project's own script
+        [str(SUPERVISE), "sh", "-c", f"trap '' TERM; echo $$ > {pid_file}; sleep 30 & wait"],
+        env={**os.environ, "RESTART_DELAY": "0.1", "STOP_GRACE": "1"},
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    started = time.monotonic()
+
+    supervisor.send_signal(signal.SIGTERM)
+    supervisor.wait(timeout=10)
+
+    assert 0.9 < time.monotonic() - started < 5  # the grace, then the kill
+    assert not _running(int(pid_file.read_text()))
