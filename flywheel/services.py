@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 from datetime import timedelta
@@ -11,6 +12,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from flywheel.cache import shared_cache
 from flywheel.env import as_rate
@@ -18,6 +20,7 @@ from flywheel.errors import AuthenticationError, PermissionDeniedError, Validati
 from flywheel.models import ApiKey, Membership, Tenant
 from flywheel.ratelimit import address_admit, address_failure_note, describe
 
+logger = logging.getLogger(__name__)
 KEY_SCHEME = "fw"
 # Authenticated keys are remembered in the shared cache for this long, so a
 # request costs no database read; revoking or editing a key forgets it at once.
@@ -162,6 +165,26 @@ def api_key_forget(digest: str) -> None:
     shared_cache().delete(AUTH_CACHE_KEY.format(digest=digest))
 
 
+def _cached_key(digest: str) -> dict[str, Any] | None:
+    """The key remembered in the shared cache, or None: not there, or the cache does not
+    answer (then the database decides, as for a key not used lately)."""
+    try:
+        found = shared_cache().get(AUTH_CACHE_KEY.format(digest=digest))
+    except (RedisError, OSError) as err:
+        logger.warning("API keys are checked in the database: the cache fails (%s).", err)
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _remember_key(digest: str, api_key: ApiKey) -> None:
+    try:
+        shared_cache().set(
+            AUTH_CACHE_KEY.format(digest=digest), _remembered(api_key), AUTH_CACHE_SECONDS
+        )
+    except (RedisError, OSError) as err:  # the next request asks the database again
+        logger.warning("An authenticated API key could not be cached (%s).", err)
+
+
 def api_key_recall(*, raw_key: str) -> ApiKey | None:
     """The key from the authentication cache alone (no database), if it is there and its
     last use was noted recently; None means: call api_key_authenticate."""
@@ -169,7 +192,7 @@ def api_key_recall(*, raw_key: str) -> ApiKey | None:
     memo = _key_memo.get(digest)
     if memo is not None and time.monotonic() - memo[0] < KEY_MEMO_SECONDS:
         return memo[1]
-    remembered = shared_cache().get(AUTH_CACHE_KEY.format(digest=digest))
+    remembered = _cached_key(digest)
     if remembered is None:
         return None
     api_key = _recalled(digest, remembered)
@@ -199,8 +222,7 @@ def api_key_authenticate(*, raw_key: str, address: str | None = None) -> ApiKey:
     RateLimitError when the address is past settings.AUTH_FAILURE_LIMIT.
     """
     digest = hash_api_key(raw_key)
-    cache_key = AUTH_CACHE_KEY.format(digest=digest)
-    remembered = shared_cache().get(cache_key)
+    remembered = _cached_key(digest)
     if remembered is None and address is not None:
         address_admit(address=address)
     try:
@@ -212,7 +234,6 @@ def api_key_authenticate(*, raw_key: str, address: str | None = None) -> ApiKey:
 
 
 def _authenticated(digest: str, remembered: dict[str, Any] | None) -> ApiKey:
-    cache_key = AUTH_CACHE_KEY.format(digest=digest)
     if remembered is not None:
         api_key = _recalled(digest, remembered)
     else:
@@ -228,7 +249,7 @@ def _authenticated(digest: str, remembered: dict[str, Any] | None) -> ApiKey:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
     if stale or remembered is None:
-        shared_cache().set(cache_key, _remembered(api_key), AUTH_CACHE_SECONDS)
+        _remember_key(digest, api_key)
     return api_key
 
 

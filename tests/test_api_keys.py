@@ -215,3 +215,18 @@ def test_a_stored_rate_limit_that_does_not_parse_falls_back_to_the_setting(
     ApiKey.objects.filter(pk=api_key.pk).update(rate_limit="garbage")  # past the validators
 
     assert api_key_rate(ApiKey.objects.get(pk=api_key.pk)) == (100, 60)
+
+
+def test_keys_are_checked_in_the_database_while_the_cache_is_down(tenant: Tenant) -> None:
+    _, raw_key = api_key_create(tenant=tenant, name="k")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+    down = {"BACKEND": "flywheel.redis_cache.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"}
+
+    with override_settings(CACHES={"default": down}):  # nothing listens on port 1
+        assert api_key_recall(raw_key=raw_key) is None  # not remembered: ask the database
+        assert api_key_authenticate(raw_key=raw_key).tenant == tenant
+        response = client.get("/api/v1/whoami")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["tenant"]["slug"] == tenant.slug
