@@ -221,4 +221,5 @@ class SessionSummary(BaseModel):
     created_at: str
     updated_at: str
     first_question: str
+    preview: str  # the start of its last answer
     turn_count: int

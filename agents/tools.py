@@ -339,7 +339,8 @@ async def list_sessions(
         int, Field(ge=1, le=MAX_SESSIONS_LISTED, description="At most this many.")
     ] = 50,
 ) -> Annotated[CallToolResult, list[schemas.SessionSummary]]:
-    """Your conversations, most recently active first, with their first question."""
+    """Your conversations, most recently active first, with their first question and the
+    start of their last answer."""
     rows = [
         {
             **row,

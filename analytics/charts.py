@@ -20,6 +20,19 @@ LABEL_WIDTH = 150
 BAR_HEIGHT = 18
 
 
+def _svg(width: int, height: int, parts: Sequence[str]) -> SafeString:
+    """The chart's element around ``parts``: each already escaped (built by format_html,
+    or from numbers and escaped names)."""
+    return format_html(
+        '<svg class="chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">{}</svg>',
+        width,
+        height,
+        width,
+        height,
+        mark_safe("".join(parts)),  # noqa: S308 - see the docstring
+    )
+
+
 def colour(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
@@ -55,14 +68,7 @@ def bar_chart(
                 text,
             )
         )
-    return format_html(
-        '<svg class="chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">{}</svg>',
-        width,
-        height,
-        width,
-        height,
-        mark_safe("".join(rows)),  # noqa: S308 - each row was escaped by format_html
-    )
+    return _svg(width, height, rows)
 
 
 def _x(moment: datetime, start: datetime, end: datetime, left: int, span: int) -> float:
@@ -112,15 +118,7 @@ def traffic_chart(
         left + span, height - 8, f"{end:%m-%d %H:%M}",
         top + 10, peak,
     )  # fmt: skip
-    return format_html(
-        '<svg class="chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">{}{}</svg>',
-        width,
-        height,
-        width,
-        height,
-        axis,
-        mark_safe("".join(lines)),  # noqa: S308 - each line was escaped by format_html
-    )
+    return _svg(width, height, [axis, *lines])
 
 
 def health_chart(
@@ -150,11 +148,4 @@ def health_chart(
             for b in each["buckets"]  # numbers and a state of ours: nothing to escape
         )
     height = 8 + len(timeline) * row
-    return format_html(
-        '<svg class="chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">{}</svg>',
-        width,
-        height,
-        width,
-        height,
-        mark_safe("".join(cells)),  # noqa: S308 - labels escaped by format_html, cells numbers
-    )
+    return _svg(width, height, cells)

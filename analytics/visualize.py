@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from analytics.access import Scope
+from analytics.selectors import decisions_for
 from flywheel.errors import NotFoundError
 from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session
 from routing.recording import settle
@@ -89,10 +90,7 @@ def decision_story(decision: RoutingDecision) -> dict[str, Any]:
 
 def decision_for(scope: Scope, request_id: uuid.UUID) -> RoutingDecision:
     """A decision the scope may read, with what its story needs. Raises NotFoundError."""
-    settle()
-    decisions = RoutingDecision.objects.select_related("tenant", "backend", "flow", "turn")
-    if scope.tenant is not None:
-        decisions = decisions.filter(tenant=scope.tenant)
+    decisions = decisions_for(scope.tenant).select_related("tenant", "turn")
     decision = decisions.filter(request_id=request_id).first()
     if decision is None:
         raise NotFoundError(f"No decision {request_id}.", details={"request_id": str(request_id)})

@@ -151,6 +151,29 @@ def _explicit(
     return Plan(tuple(candidates), "explicit")
 
 
+def _ranked(
+    state: RoutingState,
+    backends: list[BackendEntry],
+    *,
+    intent: str,
+    query_type: str | None,
+    now: datetime,
+) -> tuple[list[Candidate], dict[int, Performance]]:
+    """The backends able to serve the intent, scored best first, and the performance
+    they were scored with."""
+    performance = state.performance([b.id for b in backends], intent)
+    candidates = score_candidates(
+        backends,
+        intent=intent,
+        health=state.health,
+        performance=performance,
+        policy=state.policy,
+        now=now,
+        query_type=query_type,
+    )
+    return candidates, performance
+
+
 def plan(
     state: RoutingState,
     *,
@@ -164,16 +187,7 @@ def plan(
     backends = state.backends_for(tenant_id)
     if preference.lower() != "auto":
         return _explicit(state, backends, preference=preference, intent=intent, now=now)
-    performance = state.performance([b.id for b in backends], intent)
-    candidates = score_candidates(
-        backends,
-        intent=intent,
-        health=state.health,
-        performance=performance,
-        policy=state.policy,
-        now=now,
-        query_type=query_type,
-    )
+    candidates, _ = _ranked(state, backends, intent=intent, query_type=query_type, now=now)
     if not candidates:
         if any(best_flow(b, intent, None) for b in backends):
             return Plan((), "auto", all_down=True)  # matching flows exist, all in cooldown
@@ -200,15 +214,7 @@ def preferences(
     (no query type); ``tenant_id=None`` looks at every backend, not only shared ones.
     Empty when no flow serves the intent or every backend that could is in cooldown."""
     backends = list(state.backends) if tenant_id is None else state.backends_for(tenant_id)
-    performance = state.performance([b.id for b in backends], intent)
-    candidates = score_candidates(
-        backends,
-        intent=intent,
-        health=state.health,
-        performance=performance,
-        policy=state.policy,
-        now=now,
-    )
+    candidates, performance = _ranked(state, backends, intent=intent, query_type=None, now=now)
     return [Preference(c, performance.get(c.backend.id)) for c in candidates]
 
 

@@ -11,7 +11,6 @@ from django.db import connections
 from playwright.sync_api import Page, expect
 
 from backends.adapters.base import BackendConfig
-from backends.models import Backend
 from flywheel.models import Membership, Tenant
 from routing.services import defaults_load
 from tests.browser.conftest import snap
@@ -21,6 +20,7 @@ from tests.live.conftest import (  # noqa: F401
     flowise_config,
     langflow_config,
     peers,
+    register_peers,
     serve_code_review,
 )
 from tests.routing_world import refresh
@@ -39,14 +39,7 @@ def peer_backends(
 ) -> None:
     """Both peers registered, discovered and probed; published for the served process."""
     defaults_load()
-    for config in (flowise_config, langflow_config):
-        Backend.objects.create(
-            name=config.name,
-            kind=config.kind,
-            base_url=config.base_url,
-            api_key=config.api_key,
-            allow_private_addresses=True,
-        )
+    register_peers(flowise_config, langflow_config)
     # It runs the adapters on an event loop of its own: not in this thread, where the
     # browser's loop is already running.
     with ThreadPoolExecutor(1) as worker:

@@ -18,6 +18,7 @@ from backends.adapters import build_adapter, run_sync
 from backends.adapters.base import BackendConfig
 from backends.adapters.flowise import FlowiseBackend
 from backends.adapters.langflow import LangflowBackend
+from backends.models import Backend
 from backends.services import ahealth_check_all
 from chatflows.models import Flow
 from chatflows.services import adiscover_all
@@ -45,6 +46,20 @@ def _read_env() -> dict[str, str]:
         if sep and not key.startswith("#"):
             values[key.strip()] = value.strip().strip("'\"")
     return values
+
+
+def register_peers(*configs: BackendConfig) -> list[Backend]:
+    """The peers as backends, as staff register them (they listen on loopback)."""
+    return [
+        Backend.objects.create(
+            name=config.name,
+            kind=config.kind,
+            base_url=config.base_url,
+            api_key=config.api_key,
+            allow_private_addresses=True,
+        )
+        for config in configs
+    ]
 
 
 def serve_code_review(peers: dict[str, str]) -> None:

@@ -9,14 +9,13 @@ import pytest
 
 from backends.adapters import run_sync
 from backends.adapters.base import BackendConfig
-from backends.models import Backend
 from flywheel.models import Tenant
 from routing.models import RoutingDecision
 from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question, stream_answer
 from routing.services import defaults_load
-from tests.live.conftest import ROOT, serve_code_review
+from tests.live.conftest import ROOT, register_peers, serve_code_review
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -27,14 +26,7 @@ QUESTION = "Please review my pull request"
 def routed(flowise_config: BackendConfig, langflow_config: BackendConfig, peers) -> Tenant:
     """Both peers registered, discovered and probed; their echo flows serve code review."""
     defaults_load()
-    for config in (flowise_config, langflow_config):
-        Backend.objects.create(
-            name=config.name,
-            kind=config.kind,
-            base_url=config.base_url,
-            api_key=config.api_key,
-            allow_private_addresses=True,
-        )
+    register_peers(flowise_config, langflow_config)
     serve_code_review(peers)
     return Tenant.objects.create(name="Live", slug="live")
 

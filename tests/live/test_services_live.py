@@ -16,7 +16,7 @@ from backends.services import HealthOutcome, ahealth_check_all
 from chatflows import snapshot as flows_snapshot
 from chatflows.models import Flow
 from chatflows.services import DiscoveryReport, adiscover_all
-from tests.live.conftest import ROOT
+from tests.live.conftest import ROOT, register_peers
 
 T = TypeVar("T")
 
@@ -25,16 +25,7 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def live_backends(flowise_config: BackendConfig, langflow_config: BackendConfig) -> list[Backend]:
-    return [
-        Backend.objects.create(
-            name=config.name,
-            kind=config.kind,
-            base_url=config.base_url,
-            api_key=config.api_key,
-            allow_private_addresses=True,
-        )
-        for config in (flowise_config, langflow_config)
-    ]
+    return register_peers(flowise_config, langflow_config)
 
 
 def test_discovery_stores_the_flows_of_both_servers(live_backends, peers) -> None:
