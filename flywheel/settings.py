@@ -123,6 +123,10 @@ else:
     # A connection pool rather than persistent connections: under ASGI each
     # request's database work runs in a thread of its own, so a per-thread
     # persistent connection would mean a new connection for every request.
+    # The pool checks each connection as it hands it out (CONN_HEALTH_CHECKS: one
+    # empty round trip): after a database restart the idle ones are dead, and
+    # none may reach a request.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["default"]["OPTIONS"] = {
         "pool": {
             "min_size": read("DATABASE_POOL_MIN", as_positive_int, 2),
