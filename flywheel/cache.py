@@ -1,27 +1,179 @@
-"""The shared cache, as one long-lived client per process.
+"""The shared cache, as one long-lived client per process, that degrades when down.
 
 ``django.core.cache.cache`` hands each request context its own cache object;
 under ASGI every request is a new context, so with Redis every request would
 open a new connection. Routing state, sessions and keys are read on every
 query, so those modules share this one client (redis-py's connection pool is
 thread-safe) instead.
+
+Everything Flywheel keeps in the cache is a copy of what the database holds
+(or a hint, such as a rate-limit counter), so a cache that fails must not
+fail a query: through :class:`DegradingCache` a read that fails is a miss and
+a write that fails is skipped, and the caller goes to the database. A write
+that did not land leaves the cache holding something older than the
+database, so its key is noted and deleted once the cache answers again: the
+next reader then fills it from the database.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
+import time
 import weakref
+from collections.abc import Iterable
 from functools import cache as once
 from typing import Any
 
 from django.core.cache import caches
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+# What a cache that is down, hangs or refuses raises (redis-py; OSError for files).
+CACHE_FAILURES = (RedisError, OSError)
+
+
+class DegradingCache:
+    """A Django cache whose get/get_many/set/set_many/delete never raise a cache failure.
+
+    After a failure the cache is left alone for RETRY_SECONDS (reads miss, writes
+    are noted), so a Redis that hangs costs one timeout per interval, not one per
+    call. Whatever else the cache offers (``add``, ``incr``, ``make_key``, the
+    client) is the inner cache's, failures included.
+    """
+
+    RETRY_SECONDS = 1.0
+    MAX_STALE_KEYS = 100_000  # beyond this, the cache is cleared of Flywheel's keys instead
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._down_until = 0.0  # monotonic; 0 while the cache answers
+        self._stale: set[str] = set()  # keys whose write did not land
+        self._too_stale = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    # --- reads: a failure is a miss -------------------------------------------
+    def get(self, key: str, default: Any = None) -> Any:
+        if not self._usable():
+            return default
+        try:
+            found = self.inner.get(key, default)
+        except CACHE_FAILURES as err:
+            self._failed(err)
+            return default
+        self._answered()
+        return found
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        keys = list(keys)
+        if not self._usable():
+            return {}
+        try:
+            found: dict[str, Any] = self.inner.get_many(keys)
+        except CACHE_FAILURES as err:
+            self._failed(err)
+            return {}
+        self._answered()
+        return found
+
+    # --- writes: a failure is noted, and the key cleared on recovery ----------
+    def set(self, key: str, value: Any, timeout: Any = None) -> None:
+        self._write(lambda: self.inner.set(key, value, timeout), [key])
+
+    def set_many(self, values: dict[str, Any], timeout: Any = None) -> None:
+        self._write(lambda: self.inner.set_many(values, timeout), values)
+
+    def delete(self, key: str) -> None:
+        self._write(lambda: self.inner.delete(key), [key])
+
+    def _write(self, call: Any, keys: Iterable[str]) -> None:
+        if self._usable():
+            try:
+                call()
+            except CACHE_FAILURES as err:
+                self._failed(err)
+            else:
+                self._answered()
+                return
+        self._note_stale(keys)
+
+    # --- state ----------------------------------------------------------------
+    def _usable(self) -> bool:
+        """Whether to call the cache now; after an outage, first clear what it missed."""
+        if not self._down_until and not self._stale and not self._too_stale:
+            return True
+        if self._down_until and time.monotonic() < self._down_until:
+            return False
+        return self._clear_stale()
+
+    def _failed(self, err: BaseException) -> None:
+        with self._lock:
+            first = not self._down_until
+            self._down_until = time.monotonic() + self.RETRY_SECONDS
+        if first:
+            logger.warning(
+                "The shared cache fails (%s: %s): reads go to the database and writes are "
+                "skipped until it answers again.",
+                type(err).__name__,
+                err,
+            )
+
+    def _answered(self) -> None:
+        if self._down_until:
+            self._down_until = 0.0
+            logger.warning("The shared cache answers again.")
+
+    def _note_stale(self, keys: Iterable[str]) -> None:
+        with self._lock:
+            self._stale.update(keys)
+            if len(self._stale) > self.MAX_STALE_KEYS:
+                self._stale.clear()
+                self._too_stale = True
+
+    def _clear_stale(self) -> bool:
+        """Delete the keys whose writes the cache missed, before anyone reads them."""
+        with self._lock:
+            stale, self._stale = self._stale, set()
+            too_stale, self._too_stale = self._too_stale, False
+        try:
+            if too_stale:
+                self._clear_own_keys()
+            elif stale:
+                self.inner.delete_many(list(stale))
+        except CACHE_FAILURES as err:
+            with self._lock:
+                self._stale |= stale
+                self._too_stale = self._too_stale or too_stale
+            self._failed(err)
+            return False
+        if stale or too_stale:
+            logger.warning(
+                "The shared cache missed writes while it was down: %s of its entries "
+                "were cleared so that readers go to the database.",
+                "all" if too_stale else len(stale),
+            )
+        return True
+
+    def _clear_own_keys(self) -> None:
+        client_of = getattr(getattr(self.inner, "_cache", None), "get_client", None)
+        if client_of is None:
+            self.inner.clear()
+            return
+        client = client_of(write=True)
+        for key in client.scan_iter(match=self.inner.make_key("*"), count=1000):
+            client.delete(key)
 
 
 @once
-def shared_cache() -> Any:
-    return caches.create_connection("default")
+def shared_cache() -> DegradingCache:
+    return DegradingCache(caches.create_connection("default"))
 
 
 @receiver(setting_changed)

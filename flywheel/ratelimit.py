@@ -225,7 +225,7 @@ _current: RateLimiter | None = None
 def limiter() -> RateLimiter:
     """The limiter over this process's shared cache (a new one if the cache changed)."""
     global _current
-    cache = shared_cache()
+    cache = shared_cache().inner  # the limiter handles a failing cache itself (fails open)
     if _current is None or _current.cache is not cache:
         _current = RateLimiter(cache)
     return _current

@@ -12,7 +12,6 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from redis.exceptions import RedisError
 
 from flywheel.cache import shared_cache
 from flywheel.env import as_rate
@@ -168,21 +167,15 @@ def api_key_forget(digest: str) -> None:
 def _cached_key(digest: str) -> dict[str, Any] | None:
     """The key remembered in the shared cache, or None: not there, or the cache does not
     answer (then the database decides, as for a key not used lately)."""
-    try:
-        found = shared_cache().get(AUTH_CACHE_KEY.format(digest=digest))
-    except (RedisError, OSError) as err:
-        logger.warning("API keys are checked in the database: the cache fails (%s).", err)
-        return None
+    found = shared_cache().get(AUTH_CACHE_KEY.format(digest=digest))
     return found if isinstance(found, dict) else None
 
 
 def _remember_key(digest: str, api_key: ApiKey) -> None:
-    try:
-        shared_cache().set(
-            AUTH_CACHE_KEY.format(digest=digest), _remembered(api_key), AUTH_CACHE_SECONDS
-        )
-    except (RedisError, OSError) as err:  # the next request asks the database again
-        logger.warning("An authenticated API key could not be cached (%s).", err)
+    # A cache that is down skips this: the next request asks the database again.
+    shared_cache().set(
+        AUTH_CACHE_KEY.format(digest=digest), _remembered(api_key), AUTH_CACHE_SECONDS
+    )
 
 
 def api_key_recall(*, raw_key: str) -> ApiKey | None:

@@ -1,7 +1,7 @@
 """Compiled intent and scope rules, shared by classification and flow keyword derivation.
 
 Rules are compiled once per process and recompiled when any process changes
-a pattern or intent: saving bumps a version number in the shared cache, and
+a pattern or intent: saving sets a new version in the shared cache, and
 each process looks at that number at most once per RECHECK_SECONDS.
 """
 
@@ -154,10 +154,9 @@ def intent_rules() -> IntentRuleSet:
 
 def intent_rules_changed() -> None:
     """Tell every process that rules changed (called on pattern and intent saves)."""
-    try:
-        shared_cache().incr(VERSION_KEY)
-    except ValueError:  # no version yet
-        shared_cache().set(VERSION_KEY, 1, timeout=None)
+    # A new value rather than an increment: a write the cache missed (it was down)
+    # is cleared once it answers, and "no version" differs from every one set here.
+    shared_cache().set(VERSION_KEY, time.time_ns(), timeout=None)
     _cache.clear()
 
 

@@ -17,9 +17,9 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     real = shared_cache().set_many
 
-    def set_many(values: dict[str, Any], timeout: int | None = None) -> list[str]:
+    def set_many(values: dict[str, Any], timeout: int | None = None) -> None:
         seen.append(dict(values))
-        return real(values, timeout)
+        real(values, timeout)
 
     monkeypatch.setattr(shared_cache(), "set_many", set_many)
     return seen

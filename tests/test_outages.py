@@ -3,10 +3,33 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+import uuid
+from typing import Any, cast
 
+import httpx
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connection, connections
+from django.test import override_settings
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from flywheel.asgi import application
+from flywheel.asyncdb import db
+from flywheel.cache import DegradingCache, shared_cache
+from flywheel.errors import AuthenticationError
+from flywheel.services import (
+    api_key_authenticate,
+    api_key_recall,
+    api_key_revoke,
+    api_keys_forget_memo,
+)
+from routing.models import RoutingDecision, Turn
+from routing.recording import drain
+from routing.sessions import session_cached
+from tests.routing_world import World
+
+REVIEW = "Please review my pull request"
+CLOSED_PORT_REDIS = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 
 
 def _in_a_thread(work: Any) -> Any:
@@ -48,3 +71,118 @@ def test_the_pool_checks_a_connection_before_handing_it_out() -> None:
         )
         assert cursor.fetchone()[0] >= 1
     assert [_in_a_thread(_one) for _ in range(4)] == [1, 1, 1, 1]
+
+
+def _cache_down() -> Any:
+    return override_settings(
+        CACHES={
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": CLOSED_PORT_REDIS,
+            }
+        }
+    )
+
+
+async def _query(raw_api_key: str, payload: dict[str, Any]) -> httpx.Response:
+    transport = httpx.ASGITransport(app=cast(Any, application))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        return await client.post(
+            "/api/v1/query", json=payload, headers={"Authorization": f"Bearer {raw_api_key}"}
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_with_the_cache_down_a_conversation_is_answered_and_recorded(
+    world: World, raw_api_key: str
+) -> None:
+    with _cache_down():
+        first = await _query(raw_api_key, {"question": REVIEW})
+        assert first.status_code == 200, first.json()
+        session_id = first.json()["session_id"]
+        second = await _query(raw_api_key, {"question": REVIEW, "session_id": session_id})
+        assert second.status_code == 200, second.json()
+        await sync_to_async(drain)()
+
+    outcomes = await db(
+        lambda: list(RoutingDecision.objects.order_by("id").values_list("outcome", flat=True))
+    )()
+    assert outcomes == ["success", "success"]
+    turns = await db(Turn.objects.filter(session_id=session_id).count)()
+    assert turns == 2
+
+
+class _Switchable:
+    """The real shared cache, with a switch that makes every call fail as a Redis
+    that was killed does (redis-py's ConnectionError)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379.")
+            return attribute(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture
+def switchable_cache(monkeypatch: pytest.MonkeyPatch) -> _Switchable:
+    cache = shared_cache()
+    switch = _Switchable(cache.inner)
+    monkeypatch.setattr(cache, "inner", switch)
+    monkeypatch.setattr(DegradingCache, "RETRY_SECONDS", 0.0)
+    return switch
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_conversation_continued_during_an_outage_is_not_read_stale_afterwards(
+    world: World, raw_api_key: str, switchable_cache: _Switchable
+) -> None:
+    first = await _query(raw_api_key, {"question": REVIEW})
+    session_id = first.json()["session_id"]
+    await sync_to_async(drain)()
+    tenant_id = await db(lambda: RoutingDecision.objects.get().tenant_id)()
+    key = uuid.UUID(session_id)
+    assert len(session_cached(tenant_id=tenant_id, session_id=key) or []) == 1
+
+    switchable_cache.down = True
+    during = await _query(raw_api_key, {"question": "And the tests?", "session_id": session_id})
+    assert during.status_code == 200, during.json()
+    await sync_to_async(drain)()
+    switchable_cache.down = False
+
+    # The cache still holds the one-turn conversation it had before the outage: the
+    # first call that reaches it clears that entry, so readers go to the database.
+    assert shared_cache().get("flywheel:probe") is None
+    assert session_cached(tenant_id=tenant_id, session_id=key) is None
+    after = await _query(raw_api_key, {"question": "Anything else?", "session_id": session_id})
+    assert after.status_code == 200, after.json()
+    cached = session_cached(tenant_id=tenant_id, session_id=key) or []
+    assert [t.question for t in cached] == [REVIEW, "And the tests?", "Anything else?"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_revocation_during_an_outage_reaches_the_cache_once_it_answers(
+    raw_api_key: str, switchable_cache: _Switchable
+) -> None:
+    api_key = api_key_authenticate(raw_key=raw_api_key)  # now remembered in the cache
+    assert api_key is not None
+    api_keys_forget_memo()
+
+    switchable_cache.down = True
+    api_key_revoke(api_key=api_key)  # commits, and does not fail on the cache
+    assert api_key_recall(raw_key=raw_api_key) is None  # down: the database decides
+    switchable_cache.down = False
+
+    api_keys_forget_memo()
+    assert api_key_recall(raw_key=raw_api_key) is None
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_api_key)
