@@ -18,7 +18,7 @@ help:
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make format apply ruff's fixes and formatting"
 	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
-	@echo "make bench  routing decision, rate-limit check, REST overhead, concurrency, MCP and analytics benchmarks (prints figures)"
+	@echo "make bench  routing decision, rate-limit check, decision spool, REST overhead, concurrency, MCP and analytics benchmarks (prints figures)"
 	@echo "make peers  install, start and seed real Flowise + Langflow on loopback; register them as backends"
 	@echo "make peers-stop  stop the servers started by make peers"
 
@@ -64,6 +64,7 @@ bench: $(VENV)/.dev-installed
 	$(PY) scripts/ensure_services.py
 	$(PY) bench/routing_decision.py
 	$(PY) bench/ratelimit.py
+	$(PY) bench/spool.py
 	$(PY) bench/rest.py
 	$(PY) bench/mcp.py
 	$(PY) bench/analytics.py

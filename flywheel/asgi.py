@@ -102,19 +102,21 @@ def freeze_startup_objects() -> None:
 
 
 async def lifespan(receive: Any, send: Any) -> None:
-    """At start-up, freeze start-up's objects. At shutdown, let the answers still
-    being produced finish, close the backend clients and let the decisions
-    still being written land, so nothing is cut off mid-way."""
+    """At start-up, freeze start-up's objects and start the decision writer (which
+    replays what a killed process left). At shutdown, let the answers still being
+    produced finish, close the backend clients and let the decisions still being
+    written land, so nothing is cut off mid-way."""
     from asgiref.sync import sync_to_async
 
     from backends.adapters import close_adapters
-    from routing.recording import drain
+    from routing.recording import drain, writer_start
     from routing.service import answers_finish
 
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             freeze_startup_objects()
+            writer_start()  # replays what a killed process left in the decision spool
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await answers_finish()  # answers whose clients left are still being produced

@@ -19,10 +19,13 @@ from django.views.decorators.csrf import csrf_exempt
 
 from flywheel.asyncdb import db
 from flywheel.errors import (
+    DATABASE_UNAVAILABLE,
     ApplicationError,
     AuthenticationError,
     RateLimitError,
+    UnavailableError,
     UnsupportedMediaTypeError,
+    database_unavailable,
     error_body,
 )
 from flywheel.jsonin import parse_json
@@ -90,6 +93,8 @@ def error_response(err: ApplicationError) -> JsonResponse:
         response["WWW-Authenticate"] = 'Bearer realm="api"'
     elif isinstance(err, RateLimitError):
         response["Retry-After"] = str(err.retry_after)
+    elif isinstance(err, UnavailableError) and "retry_after" in err.details:
+        response["Retry-After"] = str(err.details["retry_after"])
     return response
 
 
@@ -116,6 +121,9 @@ def async_api(
                 return await view(request, api_key, **kwargs)
             except ApplicationError as err:
                 return error_response(err)
+            except DATABASE_UNAVAILABLE as err:
+                logger.warning("Answered 503 on %s: the database fails (%s)", request.path, err)
+                return error_response(database_unavailable())
 
         return wrapper
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status
@@ -80,6 +81,19 @@ class UnavailableError(ApplicationError):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
 
 
+# What the database driver raises while the database is down, restarting or out of
+# connections: the client hears 503 and to retry, not that Flywheel has a bug.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+DATABASE_RETRY_SECONDS = 5
+
+
+def database_unavailable() -> UnavailableError:
+    return UnavailableError(
+        f"The database is unavailable; try again in {DATABASE_RETRY_SECONDS} seconds.",
+        details={"retry_after": DATABASE_RETRY_SECONDS},
+    )
+
+
 def error_body(type_: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"type": type_, "message": message, "details": details or {}}}
 
@@ -110,7 +124,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         response = Response(exc.as_dict(), status=exc.status_code)
         if isinstance(exc, RateLimitError):
             response["Retry-After"] = str(exc.retry_after)
+        elif isinstance(exc, UnavailableError) and "retry_after" in exc.details:
+            response["Retry-After"] = str(exc.details["retry_after"])
         return response
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        return api_exception_handler(database_unavailable(), context)
     if isinstance(exc, Http404):
         exc = drf_exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

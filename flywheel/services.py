@@ -15,7 +15,12 @@ from django.utils import timezone
 
 from flywheel.cache import shared_cache
 from flywheel.env import as_rate
-from flywheel.errors import AuthenticationError, PermissionDeniedError, ValidationError
+from flywheel.errors import (
+    DATABASE_UNAVAILABLE,
+    AuthenticationError,
+    PermissionDeniedError,
+    ValidationError,
+)
 from flywheel.models import ApiKey, Membership, Tenant
 from flywheel.ratelimit import address_admit, address_failure_note, describe
 
@@ -239,7 +244,13 @@ def _authenticated(digest: str, remembered: dict[str, Any] | None) -> ApiKey:
     now = timezone.now()
     stale = api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION
     if stale:
-        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        try:
+            ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        except DATABASE_UNAVAILABLE as err:
+            if remembered is None:
+                raise
+            # The cache vouches for the key: noting its use can wait for the database.
+            logger.warning("The use of API key %s is noted later: %s", api_key.prefix, err)
         api_key.last_used_at = now
     if stale or remembered is None:
         _remember_key(digest, api_key)

@@ -14,6 +14,9 @@ A backend or flow deleted while its query was in flight is treated as its
 foreign keys' delete rules would have treated the rows had they been
 written first: references to it become NULL, and its performance records
 (which cascade) are not written.
+A decision whose request id is stored already (a spooled decision replayed
+after its process was killed between the commit and the spool's cleanup) is
+skipped with its records and turn: replaying is idempotent.
 Timestamps come from ``clock_timestamp()``, so rows of one batch keep their
 order by time as well as by id.
 
@@ -55,6 +58,7 @@ sessions AS (
 decisions AS (
     INSERT INTO {decision} ({decision_columns}, created_at)
     SELECT {decision_values}, clock_timestamp() FROM batch ORDER BY position
+    ON CONFLICT (request_id) DO NOTHING
     RETURNING id, request_id
 ),
 performance AS (

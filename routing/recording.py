@@ -18,15 +18,18 @@ import atexit
 import hashlib
 import logging
 import queue
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from django.db import connection, connections, transaction
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection, connections, transaction
 from django.utils import timezone
 
 from backends.models import Backend
@@ -36,7 +39,8 @@ from routing.batch_sql import decisions_insert, storable
 from routing.execution import Attempt
 from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 from routing.scoring import Performance
-from routing.state import PERFORMANCE_TTL_SECONDS, publish_performance
+from routing.spool import Segment, Spool, spool_directory
+from routing.state import PERFORMANCE_TTL_SECONDS, policy_values, publish_performance
 
 ANSWER_CACHE_KEY = "flywheel:answer:{tenant}:{intent}:{digest}"
 logger = logging.getLogger(__name__)
@@ -153,6 +157,12 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
         unique_fields=["id"],
         update_fields=["updated_at"],
     )
+    stored = set(
+        RoutingDecision.objects.filter(request_id__in=[d.request_id for d in batch]).values_list(
+            "request_id", flat=True
+        )
+    )
+    batch = [d for d in batch if d.request_id not in stored]  # replayed: written already
     rows = [_decision_row(d) for d in batch]
     for row in rows:
         row.backend_id, row.flow_id = backend(row.backend_id), flow(row.flow_id)
@@ -271,6 +281,11 @@ class _Job:
     data: DecisionData
     performance_window: int
     answer: CachedAnswer | None
+    segment: Segment
+
+
+# The database is unreachable (down, restarting, its pool exhausted): retry, keep.
+DATABASE_DOWN = (OperationalError, InterfaceError)
 
 
 class _Writer:
@@ -286,17 +301,34 @@ class _Writer:
     process; twenty together cost little more. Whoever must see the rows
     now (a conversation reading its turns back, tests, exit) calls
     :meth:`hurry`, which ends the gathering at once.
+
+    Every decision is in the spool (routing.spool) before it is queued here.
+    While the database is unreachable a thread retries its batch (waiting up
+    to RETRY_MAX_SECONDS between tries) and the decisions stay spooled; if the
+    process ends first, the next one replays them. A decision the database
+    refuses as data is set aside, not retried.
     """
 
     THREADS = 2
     BATCH = 200
     GATHER_SECONDS = 0.1
+    RETRY_FIRST_SECONDS = 0.2
+    RETRY_MAX_SECONDS = 5.0
+    REPLAY_SECONDS = 30.0
 
     def __init__(self) -> None:
         self._queues: list[queue.Queue[_Job | None]] = []
         self._lock = threading.Lock()
         self._pending: dict[uuid.UUID | None, int] = {}
         self._started = False
+        self._spool: Spool | None = None
+        self._outage = threading.Event()  # set while a write finds the database down
+
+    @property
+    def spool(self) -> Spool:
+        if self._spool is None:
+            self._spool = Spool(spool_directory(settings.SPOOL_DIR, connection.settings_dict))
+        return self._spool
 
     def _start(self) -> None:
         with self._lock:
@@ -308,14 +340,19 @@ class _Writer:
                 threading.Thread(
                     target=self._run, args=(q,), name=f"decision-writer-{i}", daemon=True
                 ).start()
-            atexit.register(self.drain, timeout=30)
+            threading.Thread(target=self._keep, name="decision-spool", daemon=True).start()
+            atexit.register(self.stop, timeout=30)
             self._started = True
 
-    def submit(self, job: _Job) -> None:
+    def submit(
+        self, data: DecisionData, performance_window: int, answer: CachedAnswer | None
+    ) -> None:
         self._start()
-        session_id = job.data.session_id
+        segment = self.spool.append(data)  # durable (against a kill) from here on
+        session_id = data.session_id
         with self._lock:
             self._pending[session_id] = self._pending.get(session_id, 0) + 1
+        job = _Job(data, performance_window, answer, segment)
         self._queues[hash(session_id) % self.THREADS].put(job)
 
     def hurry(self, session_id: uuid.UUID | None = None) -> None:
@@ -355,18 +392,10 @@ class _Writer:
     def _write(self, jobs: list[_Job]) -> None:
         batch = [job.data for job in jobs]
         window = max(job.performance_window for job in jobs)
+        self._remember([job.answer for job in jobs if job.answer is not None])
         try:
-            self._remember([job.answer for job in jobs if job.answer is not None])
-            decisions_record(batch, performance_window=window)
-        except Exception:
-            # One bad decision must not take the others with it: write them one by one.
-            for data in batch:
-                try:
-                    decisions_record([data], performance_window=window)
-                except Exception:  # nobody waits for this write: say loudly what was lost
-                    logger.exception("Could not record decision %s", data.request_id)
+            self._store_until_done(batch, window)
         finally:
-            connections.close_all()  # hand the connection back (to the pool)
             with self._lock:
                 for data in batch:
                     left = self._pending.get(data.session_id, 1) - 1
@@ -374,6 +403,56 @@ class _Writer:
                         self._pending[data.session_id] = left
                     else:
                         self._pending.pop(data.session_id, None)
+        for job in jobs:
+            self.spool.settle(job.segment)
+
+    def _store_until_done(self, batch: list[DecisionData], window: int) -> None:
+        wait = self.RETRY_FIRST_SECONDS
+        while True:
+            try:
+                _store(batch, window, self.spool)
+            except DATABASE_DOWN as err:
+                if not self._outage.is_set():
+                    self._outage.set()
+                    logger.warning(
+                        "Decisions wait in the spool: the database is unreachable (%s: %s); "
+                        "retrying.",
+                        type(err).__name__,
+                        err,
+                    )
+                time.sleep(wait)
+                wait = min(wait * 2, self.RETRY_MAX_SECONDS)
+                continue
+            finally:
+                connections.close_all()  # hand the connection back (to the pool)
+            if self._outage.is_set():
+                self._outage.clear()
+                logger.warning("The database answers again: spooled decisions are written.")
+            return
+
+    def _keep(self) -> None:
+        """Sync the spool every second; replay what dead processes left, now and then."""
+        next_replay = 0.0
+        while True:
+            self.spool.sync()
+            if time.monotonic() >= next_replay and not self._outage.is_set():
+                next_replay = time.monotonic() + self.REPLAY_SECONDS
+                self.replay()
+            time.sleep(self.spool.SYNC_SECONDS)
+
+    def replay(self, spool: Spool | None = None) -> int:
+        """Write what dead processes left in the spool (logged, never raised)."""
+        spool = spool or self.spool
+        try:
+            window = policy_values().performance_window
+            return spool.replay(lambda batch: _store(list(batch), window, spool))
+        except Exception as err:  # the segment stays for the next try
+            logger.warning(
+                "Spooled decisions could not be replayed yet (%s: %s)", type(err).__name__, err
+            )
+            return 0
+        finally:
+            connections.close_all()
 
     @staticmethod
     def _remember(entries: list[CachedAnswer]) -> None:
@@ -394,6 +473,29 @@ class _Writer:
         while self.pending() and time.monotonic() < deadline:
             time.sleep(0.005)
 
+    def stop(self, timeout: float = 30.0) -> None:
+        """At exit: write what is pending (up to ``timeout``); what is left stays spooled."""
+        self.drain(timeout)
+        self.spool.sync()
+        self.spool.close()
+
+
+def _store(batch: list[DecisionData], window: int, spool: Spool) -> None:
+    """Write ``batch``; if the database refuses it as data, write its decisions one by
+    one and set aside the ones it refuses. Raises DATABASE_DOWN errors only."""
+    try:
+        decisions_record(batch, performance_window=window)
+        return
+    except DATABASE_DOWN:
+        raise
+    except Exception:
+        if len(batch) == 1:
+            logger.exception("Could not record decision %s; set aside", batch[0].request_id)
+            spool.reject(batch[0], sys.exc_info()[1] or RuntimeError())
+            return
+    for data in batch:  # one bad decision must not take the others with it
+        _store([data], window, spool)
+
 
 _writer = _Writer()
 
@@ -403,7 +505,7 @@ def record_later(
 ) -> None:
     """Write the decision (and cache the answer) behind the answer; this completes
     even if the caller has gone."""
-    _writer.submit(_Job(data, performance_window, answer))
+    _writer.submit(data, performance_window, answer)
 
 
 async def session_settled(session_id: uuid.UUID) -> None:
@@ -424,3 +526,23 @@ def settle(timeout: float = 2.0) -> None:
 def drain(timeout: float = 30.0) -> None:
     """Block until every pending write of this process is done (tests, commands, exit)."""
     _writer.drain(timeout)
+
+
+def writer_start() -> None:
+    """Start the writer threads and the spool's keeper now (a server's start-up), so that
+    what dead processes left is replayed before the first question arrives."""
+    _writer._start()
+
+
+def decision_spool(directory: Path | None = None) -> Spool:
+    """This database's spool: under settings.SPOOL_DIR, or under ``directory``."""
+    if directory is None:
+        return _writer.spool
+    return Spool(spool_directory(directory, connection.settings_dict))
+
+
+def spooled_replay(directory: Path | None = None) -> int:
+    """Write what dead processes left in this database's spool (under settings.SPOOL_DIR,
+    or ``directory``); returns how many decisions. Failures are logged, not raised:
+    what could not be written stays for the next try."""
+    return _writer.replay(decision_spool(directory))

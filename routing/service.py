@@ -25,10 +25,12 @@ from backends.adapters.base import Exchange, ExecutionResult
 from chatflows.lifecycle import KINDS, resolve_flow
 from flywheel.asyncdb import db
 from flywheel.errors import (
+    DATABASE_UNAVAILABLE,
     ApplicationError,
     NotFoundError,
     RateLimitError,
     ValidationError,
+    database_unavailable,
     internal_error_body,
 )
 from flywheel.jsonin import parse_json
@@ -229,6 +231,18 @@ async def _recorded(query: _Query, state: RoutingState) -> AsyncIterator[None]:
                 state,
             )
         raise
+    except DATABASE_UNAVAILABLE as err:  # an outage, not a bug: 503, and retry
+        logger.warning("Query %s: the database fails (%s)", query.request_id, err)
+        unavailable = database_unavailable()
+        if not query.recorded:
+            await _record(
+                query,
+                query.decision(
+                    "failed", error_type=unavailable.type, error_message=unavailable.message
+                ),
+                state,
+            )
+        raise unavailable from err
     except Exception:
         logger.exception("Query %s failed inside Flywheel", query.request_id)
         if not query.recorded:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -24,6 +26,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "run it with `make test` or set DATABASE_URL=postgres://...",
             returncode=2,
         )
+    # The test database is created afresh: what an earlier, killed run left in the
+    # decision spool belongs to a database that is gone, and must not be replayed.
+    shutil.rmtree(settings.SPOOL_DIR, ignore_errors=True)
 
 
 @pytest.fixture

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import threading
 import uuid
+from datetime import timedelta
 from typing import Any, cast
 
 import httpx
+import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
+from django.db.backends.postgresql.base import DatabaseWrapper
 from django.test import override_settings
+from django.utils import timezone
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from flywheel.asgi import application
 from flywheel.asyncdb import db
 from flywheel.cache import DegradingCache, shared_cache
 from flywheel.errors import AuthenticationError
+from flywheel.models import ApiKey
 from flywheel.services import (
     api_key_authenticate,
     api_key_recall,
@@ -26,6 +31,7 @@ from flywheel.services import (
 from routing.models import RoutingDecision, Turn
 from routing.recording import drain
 from routing.sessions import session_cached
+from tests.conftest import clear_own_cache_keys
 from tests.routing_world import World
 
 REVIEW = "Please review my pull request"
@@ -186,3 +192,48 @@ def test_a_revocation_during_an_outage_reaches_the_cache_once_it_answers(
     assert api_key_recall(raw_key=raw_api_key) is None
     with pytest.raises(AuthenticationError):
         api_key_authenticate(raw_key=raw_api_key)
+
+
+def _refused(self: DatabaseWrapper, params: dict[str, Any]) -> Any:
+    """How connecting fails while PostgreSQL is stopped."""
+    raise psycopg.OperationalError("connection failed: Connection refused")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_with_the_database_down_a_recent_key_is_answered_and_recorded_later(
+    world: World, raw_api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = await _query(raw_api_key, {"question": REVIEW})  # the key and routing are warm
+    assert before.status_code == 200, before.json()
+    await sync_to_async(drain)()
+    # Its use was noted over a minute ago: authenticating it writes last_used_at again.
+    await db(ApiKey.objects.update)(last_used_at=timezone.now() - timedelta(minutes=2))
+    api_keys_forget_memo()
+    clear_own_cache_keys(shared_cache().inner)
+    await db(api_key_authenticate)(raw_key=raw_api_key)  # cached with the old last use
+    await db(ApiKey.objects.update)(last_used_at=timezone.now() - timedelta(minutes=2))
+    api_keys_forget_memo()
+
+    down = pytest.MonkeyPatch()
+    down.setattr(DatabaseWrapper, "get_new_connection", _refused)
+    try:
+        during = await _query(raw_api_key, {"question": REVIEW})
+        # The conversation is no longer in the cache: reading it needs the database.
+        session = {"question": REVIEW, "session_id": before.json()["session_id"]}
+        unreadable = await _query(raw_api_key, session)
+        unknown = await _query(
+            "fw_00000000_not-a-key-flywheel-has-ever-seen-0000000", {"question": REVIEW}
+        )
+    finally:
+        down.undo()
+    assert during.status_code == 200, during.json()
+    assert unknown.status_code == 503, unknown.json()
+    assert unknown.json()["error"]["type"] == "UnavailableError"
+    assert unknown.headers["Retry-After"] == "5"
+    assert unreadable.status_code == 503, unreadable.json()
+
+    await sync_to_async(drain)(timeout=15)
+    outcomes = await db(
+        lambda: list(RoutingDecision.objects.order_by("id").values_list("outcome", "error_type"))
+    )()
+    assert sorted(outcomes) == [("failed", "UnavailableError"), ("success", ""), ("success", "")]

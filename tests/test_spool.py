@@ -1,0 +1,210 @@
+"""Decisions are durable once their answer is out: the spool, retries, replay."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.backends.postgresql.base import DatabaseWrapper
+
+from flywheel.models import Tenant
+from routing import recording
+from routing.execution import Attempt
+from routing.models import PerformanceRecord, RoutingDecision
+from routing.recording import (
+    DecisionData,
+    decision_spool,
+    drain,
+    record_later,
+    spooled_replay,
+)
+from routing.spool import REJECTED, decode, encode
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def decision(tenant_id: int, **fields: Any) -> DecisionData:
+    given = {"question": "What is a flywheel?", "outcome": "success", "intent": "general"}
+    return DecisionData(request_id=uuid.uuid4(), tenant_id=tenant_id, **(given | fields))
+
+
+def spooled(directory: Path) -> list[DecisionData]:
+    return [decode(line) for path in directory.glob("*.jsonl") for line in path.open("rb")]
+
+
+def test_a_decision_is_on_disk_before_record_later_returns(tenant: Tenant) -> None:
+    data = decision(
+        tenant.pk,
+        answer="odd text \ud800 kept as written",  # a lone surrogate survives the round trip
+        evidence={"rules": {"matched": ["review"]}},
+        attempts=(Attempt(1, "fw", 2, "reviewer", ok=True, latency_ms=12.5),),
+    )
+    record_later(data, performance_window=10)
+
+    assert data in spooled(decision_spool().directory)
+    drain()
+    assert RoutingDecision.objects.filter(request_id=data.request_id).exists()
+
+
+def test_encoding_round_trips_every_field(tenant: Tenant) -> None:
+    data = decision(
+        tenant.pk,
+        session_id=uuid.uuid4(),
+        intent_confidence=0.9,
+        candidates=[{"backend": "fw", "score": 0.8}],
+        attempts=(Attempt(1, "fw", 2, "r", ok=False, latency_ms=3.0, error_type="Timeout"),),
+        timings={"total_ms": 4.2},
+    )
+    assert decode(encode(data)) == data
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+# A web process: one decision written, then five held by its writer threads
+# (gathering for an hour) when it is killed.
+_KILLED = textwrap.dedent(
+    """
+    import sys, time, uuid
+    import django
+    django.setup()
+    from routing import recording
+    from routing.recording import DecisionData, drain, record_later
+
+    tenant, written = int(sys.argv[1]), uuid.UUID(sys.argv[2])
+    record_later(DecisionData(written, tenant, "written", "success"), performance_window=10)
+    drain()
+    recording._Writer.GATHER_SECONDS = 3600
+    recording._Writer.BATCH = 1_000_000
+    for i in range(5):
+        held = DecisionData(uuid.uuid4(), tenant, f"held {i}", "success")
+        record_later(held, performance_window=10)
+    print("held", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def test_a_killed_process_loses_no_decision_and_replay_writes_each_once(
+    tenant: Tenant, tmp_path: Path
+) -> None:
+    written = uuid.uuid4()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "flywheel.settings"}
+    env |= {"DATABASE_URL": _database_url(), "FLYWHEEL_SPOOL_DIR": str(tmp_path)}
+    process = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-c", _KILLED, str(tenant.pk), str(written)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "held"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+
+    assert list(RoutingDecision.objects.values_list("question", flat=True)) == ["written"]
+    segments = list(decision_spool(tmp_path).directory.glob("*.jsonl"))
+    assert len(segments) == 1
+    with segments[0].open("ab") as torn:  # a machine crash can leave half a line
+        torn.write(b'{"request_id": "4f1c')
+
+    assert spooled_replay(tmp_path) == 6  # the written one is skipped by its request id
+    questions = sorted(RoutingDecision.objects.values_list("question", flat=True))
+    assert questions == ["held 0", "held 1", "held 2", "held 3", "held 4", "written"]
+    assert list(decision_spool(tmp_path).directory.glob("*.jsonl")) == []
+    assert spooled_replay(tmp_path) == 0
+
+
+def test_a_live_process_segment_is_not_replayed(tenant: Tenant, tmp_path: Path) -> None:
+    spool = decision_spool(tmp_path)
+    spool.append(decision(tenant.pk))  # this process holds the lock on its segment
+
+    other = decision_spool(tmp_path)  # as another process would see the directory
+    assert other.replay(lambda batch: pytest.fail("replayed a live segment")) == 0
+    assert RoutingDecision.objects.count() == 0
+
+
+@pytest.fixture
+def database_down(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """New connections fail as they do while PostgreSQL is stopped; undo() brings it back."""
+
+    def refused(self: DatabaseWrapper, params: dict[str, Any]) -> Any:
+        raise psycopg.OperationalError("connection failed: Connection refused")
+
+    monkeypatch.setattr(recording._Writer, "RETRY_FIRST_SECONDS", 0.05)
+    monkeypatch.setattr(recording._Writer, "RETRY_MAX_SECONDS", 0.1)
+    patch = pytest.MonkeyPatch()
+    patch.setattr(DatabaseWrapper, "get_new_connection", refused)
+    yield patch
+    patch.undo()
+
+
+def test_decisions_wait_out_a_database_outage(
+    tenant: Tenant, database_down: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    sent = [decision(tenant.pk, question=f"during the outage {i}") for i in range(3)]
+    for data in sent:
+        record_later(data, performance_window=10)
+    recording._writer.hurry()
+    deadline = time.monotonic() + 10
+    while "the database is unreachable" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "the database is unreachable" in caplog.text
+    time.sleep(0.3)  # a few retries fail meanwhile
+
+    database_down.undo()
+    drain(timeout=10)
+
+    stored = set(RoutingDecision.objects.values_list("request_id", flat=True))
+    assert stored == {d.request_id for d in sent}
+    assert "Could not record decision" not in caplog.text
+
+
+def test_a_decision_the_database_refuses_is_set_aside_and_the_batch_written(
+    tenant: Tenant, backend: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    attempt = Attempt(backend.pk, backend.name, 0, "", ok=True, latency_ms=5.0)
+    good = [decision(tenant.pk, attempts=(attempt,)) for _ in range(2)]
+    orphan = decision(999_999_999)  # its tenant does not exist: a foreign key violation
+    for data in [good[0], orphan, good[1]]:
+        record_later(data, performance_window=10)
+    drain()
+
+    assert set(RoutingDecision.objects.values_list("request_id", flat=True)) == {
+        d.request_id for d in good
+    }
+    assert PerformanceRecord.objects.count() == 2
+    rejected = (decision_spool().directory / REJECTED).read_text().splitlines()
+    entries = [json.loads(line) for line in rejected]
+    assert [e["decision"]["request_id"] for e in entries][-1] == str(orphan.request_id)
+    assert "IntegrityError" in entries[-1]["error"]
+
+
+def test_the_replay_command_writes_what_a_dead_process_left(tenant: Tenant) -> None:
+    left = decision(tenant.pk, question="left behind")
+    directory = decision_spool().directory
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "4242-1.jsonl").write_bytes(encode(left))  # nobody holds its lock
+    out = io.StringIO()
+
+    call_command("replay_decisions", stdout=out)
+
+    assert "Replayed 1 spooled decisions" in out.getvalue()
+    assert RoutingDecision.objects.get().request_id == left.request_id
