@@ -124,6 +124,11 @@ class BackendHealth(models.Model):
     cooldown_until = models.DateTimeField(
         null=True, blank=True, help_text="Not a routing candidate until this time."
     )
+    needs_trial = models.BooleanField(
+        default=False,
+        help_text="Its traffic failed (the breaker opened): after the cooldown, one query "
+        "tries it before it takes its whole share again.",
+    )
 
     class Meta:
         verbose_name = "backend health"

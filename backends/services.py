@@ -205,6 +205,35 @@ def health_record(*, backend: Backend, result: HealthResult) -> HealthOutcome:
     )
 
 
+def health_trip(*, backend_id: int, reason: str) -> bool:
+    """Open the breaker: failed traffic puts the backend in cooldown for the policy's
+    ``cooldown_seconds``, after which one query tries it (``needs_trial``) before it
+    takes its whole share. False when it is in cooldown already (or gone)."""
+    now = timezone.now()
+    until = now + timedelta(seconds=health_policy().cooldown_seconds)
+    with transaction.atomic():
+        if not Backend.objects.filter(pk=backend_id).exists():
+            return False
+        health, _ = BackendHealth.objects.select_for_update().get_or_create(backend_id=backend_id)
+        if health.cooldown_until and health.cooldown_until > now:
+            return False
+        health.cooldown_until, health.needs_trial = until, True
+        health.last_error = reason
+        health.save(update_fields=["cooldown_until", "needs_trial", "last_error"])
+    snapshot.publish_health()
+    return True
+
+
+def health_trial_passed(*, backend_id: int) -> bool:
+    """Close the breaker: the trial query was answered, the backend takes its share again."""
+    closed = BackendHealth.objects.filter(backend_id=backend_id, needs_trial=True).update(
+        needs_trial=False, cooldown_until=None, last_error=""
+    )
+    if closed:
+        snapshot.publish_health()
+    return bool(closed)
+
+
 async def ahealth_check(backend: Backend) -> HealthOutcome:
     """Probe one backend, store the result and publish health for routing."""
     result = await get_adapter(backend_config(backend)).health_check()

@@ -26,6 +26,7 @@ def _health_snapshot() -> dict[int, dict[str, Any]]:
             "checked_at": h.last_checked_at.isoformat() if h.last_checked_at else None,
             "cooldown_until": h.cooldown_until.isoformat() if h.cooldown_until else None,
             "consecutive_failures": h.consecutive_failures,
+            "needs_trial": h.needs_trial,
         }
         for h in BackendHealth.objects.all()
     }

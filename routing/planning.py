@@ -29,11 +29,12 @@ from routing.scoring import (
     FlowEntry,
     HealthEntry,
     Performance,
+    Trial,
     best_flow,
-    in_cooldown,
     match_score,
     score_candidates,
     scored,
+    tryable,
 )
 from routing.state import RoutingState
 
@@ -110,6 +111,7 @@ def _explicit(
     preference: str,
     intent: str,
     now: datetime,
+    trial: Trial | None,
 ) -> Plan:
     wanted = preference.lower()
     named = [b for b in backends if b.name.lower() == wanted]
@@ -125,8 +127,8 @@ def _explicit(
     usable = [
         b
         for b in named
-        if not in_cooldown(state.health.get(b.id), now)
-        and (state.health.get(b.id) is None or state.health[b.id].healthy)
+        if (state.health.get(b.id) is None or state.health[b.id].healthy)
+        and tryable(b.id, state.health.get(b.id), now, trial)
     ]
     if not usable:
         raise BackendUnavailableError(
@@ -158,6 +160,7 @@ def _ranked(
     intent: str,
     query_type: str | None,
     now: datetime,
+    trial: Trial | None = None,
 ) -> tuple[list[Candidate], dict[int, Performance]]:
     """The backends able to serve the intent, scored best first, and the performance
     they were scored with."""
@@ -170,6 +173,7 @@ def _ranked(
         policy=state.policy,
         now=now,
         query_type=query_type,
+        trial=trial,
     )
     return candidates, performance
 
@@ -182,12 +186,20 @@ def plan(
     query_type: str | None,
     preference: str,
     now: datetime,
+    trial: Trial | None = None,
 ) -> Plan:
-    """The candidates to try, in order. Raises for a bad explicit backend or no matching flow."""
+    """The candidates to try, in order. Raises for a bad explicit backend or no matching flow.
+
+    ``trial`` is asked about backends whose breaker awaits a trial query (a real
+    query passes routing.breaker.trial_claim; a dry run passes nothing)."""
     backends = state.backends_for(tenant_id)
     if preference.lower() != "auto":
-        return _explicit(state, backends, preference=preference, intent=intent, now=now)
-    candidates, _ = _ranked(state, backends, intent=intent, query_type=query_type, now=now)
+        return _explicit(
+            state, backends, preference=preference, intent=intent, now=now, trial=trial
+        )
+    candidates, _ = _ranked(
+        state, backends, intent=intent, query_type=query_type, now=now, trial=trial
+    )
     if not candidates:
         if any(best_flow(b, intent, None) for b in backends):
             return Plan((), "auto", all_down=True)  # matching flows exist, all in cooldown
@@ -247,6 +259,7 @@ def plan_flow(
     preference: str,
     fallback: bool,
     now: datetime,
+    trial: Trial | None = None,
 ) -> Plan:
     """Run one given flow (a Flow id or the backend's id for it); with ``fallback``, the
     usual candidates for the intent follow it. The method is "explicit".
@@ -267,7 +280,7 @@ def plan_flow(
         )
     backend, entry = named[0]
     health = state.health.get(backend.id)
-    usable = not in_cooldown(health, now) and (health is None or health.healthy)
+    usable = (health is None or health.healthy) and tryable(backend.id, health, now, trial)
     first: list[Candidate] = []
     if usable:
         performance = state.performance([backend.id], intent).get(backend.id)
@@ -298,6 +311,7 @@ def plan_flow(
                 query_type=query_type,
                 preference="auto",
                 now=now,
+                trial=trial,
             ).candidates
         except NoMatchingFlowError:
             others = ()

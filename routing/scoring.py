@@ -13,8 +13,8 @@ score = w_match * match + w_health * health + w_performance * performance
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 GENERIC_FACTOR = 0.5
@@ -64,6 +64,12 @@ class BackendEntry:
 class HealthEntry:
     healthy: bool
     cooldown_until: datetime | None = None
+    needs_trial: bool = False  # the breaker opened: past the cooldown, one query tries it
+
+
+# Asked, for a backend whose breaker waits for its trial, whether this query may be
+# the one (routing.breaker.trial_claim); None: no (dry runs, the analytics page).
+Trial = Callable[[int], bool]
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,7 @@ class Candidate:
     score: float
     generic: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    trial: bool = False  # its breaker's one trial after a cooldown: tried first
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -145,6 +152,20 @@ def in_cooldown(health: HealthEntry | None, now: datetime) -> bool:
     return bool(health and health.cooldown_until and health.cooldown_until > now)
 
 
+def awaiting_trial(health: HealthEntry | None, now: datetime) -> bool:
+    """Past a cooldown its traffic opened, before one query has tried it again."""
+    return bool(health and health.needs_trial and not in_cooldown(health, now))
+
+
+def tryable(
+    backend_id: int, health: HealthEntry | None, now: datetime, trial: Trial | None
+) -> bool:
+    """Not in cooldown; and if it awaits its trial, this query claimed it."""
+    if in_cooldown(health, now):
+        return False
+    return not awaiting_trial(health, now) or (trial is not None and trial(backend_id))
+
+
 def score_candidates(
     backends: Iterable[BackendEntry],
     *,
@@ -154,12 +175,15 @@ def score_candidates(
     policy: PolicyValues,
     now: datetime,
     query_type: str | None = None,
+    trial: Trial | None = None,
 ) -> list[Candidate]:
     """Every backend able to serve the intent, best first.
 
-    Backends in cooldown are left out; backends without a flow for the intent
-    (and no generic flow) are left out. Ties go to the higher backend weight,
-    then the name, so the order is stable.
+    Backends in cooldown are left out, and so is one awaiting its trial unless
+    ``trial`` lets this query be it (then it goes first: the trial is what
+    closes its breaker); backends without a flow for the intent (and no generic
+    flow) are left out. Ties go to the higher backend weight, then the name, so
+    the order is stable.
     """
     candidates: list[Candidate] = []
     for backend in backends:
@@ -169,19 +193,21 @@ def score_candidates(
         found = best_flow(backend, intent, query_type)
         if found is None:
             continue
+        on_trial = awaiting_trial(state, now)
+        if on_trial and not tryable(backend.id, state, now, trial):
+            continue
         flow, match = found
-        candidates.append(
-            scored(
-                backend,
-                flow,
-                intent=intent,
-                match=match,
-                health=state,
-                performance=performance.get(backend.id),
-                policy=policy,
-            )
+        candidate = scored(
+            backend,
+            flow,
+            intent=intent,
+            match=match,
+            health=state,
+            performance=performance.get(backend.id),
+            policy=policy,
         )
-    candidates.sort(key=lambda c: (-c.score, -c.backend.weight, c.backend.name))
+        candidates.append(replace(candidate, trial=True) if on_trial else candidate)
+    candidates.sort(key=lambda c: (not c.trial, -c.score, -c.backend.weight, c.backend.name))
     return candidates
 
 

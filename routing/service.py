@@ -36,6 +36,7 @@ from flywheel.errors import (
 from flywheel.jsonin import parse_json
 from flywheel.models import ApiKey, Tenant
 from routing import conversation, llm
+from routing.breaker import breaker_apply_later, breaker_note, trial_claim
 from routing.classify import IntentResult, Turn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.execution import Attempt, HistoryFor, StreamProgress, run_chain, stream_chain
@@ -57,7 +58,7 @@ from routing.recording import (
     session_settled,
 )
 from routing.requests import QueryRequest, query_request
-from routing.scoring import Candidate
+from routing.scoring import Candidate, Trial
 from routing.sessions import (
     PastTurn,
     session_cached,
@@ -293,7 +294,9 @@ async def _prepare(query: _Query, state: RoutingState) -> None:
                 details={"session_id": str(query.session_id)},
             )
         query.backend_question = conversation.summarize_question(answers, request.question)
-    query.plan = await _plan(state, request, query.tenant, query.intent.intent, query.query_type)
+    query.plan = await _plan(
+        state, request, query.tenant, query.intent.intent, query.query_type, trial=trial_claim
+    )
     query.mark("route_ms")
 
 
@@ -303,9 +306,11 @@ async def _plan(
     tenant: Tenant | None,
     intent: str,
     query_type: QueryTypeDecision | None,
+    *,
+    trial: Trial | None = None,
 ) -> Plan:
     """The candidates for a query: its given flow (and, with fallback, the others), or
-    the best for its intent on the backend asked for or on any."""
+    the best for its intent on the backend asked for or on any. ``trial``: see plan()."""
     qt = query_type.query_type if query_type else None
     tenant_id = tenant.pk if tenant else None
     if request.flow is None:
@@ -316,6 +321,7 @@ async def _plan(
             query_type=qt,
             preference=request.backend,
             now=now(),
+            trial=trial,
         )
     flow = request.flow
 
@@ -329,6 +335,7 @@ async def _plan(
             preference=request.backend,
             fallback=request.fallback,
             now=now(),
+            trial=trial,
         )
 
     try:
@@ -471,6 +478,7 @@ async def _conclude(
     intent = query.classified.intent
     query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
     _log_failed_attempts(query, attempts)
+    breaker_apply_later(breaker_note(attempts, state.health, now()))
     if result is not None and winner is not None:
         outcome = "success" if len(attempts) == 1 else "fallback"
         await _record(

@@ -89,6 +89,7 @@ def _health(published: dict[int, dict[str, Any]]) -> dict[int, HealthEntry]:
         backend_id: HealthEntry(
             healthy=h["healthy"],
             cooldown_until=parse_datetime(h["cooldown_until"]) if h["cooldown_until"] else None,
+            needs_trial=h.get("needs_trial", False),  # absent from snapshots published before
         )
         for backend_id, h in published.items()
     }

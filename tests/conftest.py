@@ -78,8 +78,10 @@ def _fresh_routing_state() -> Iterator[None]:
 
     from flywheel.services import api_keys_forget_memo
     from routing import execution, state
+    from routing.breaker import breaker_forget
 
     clear_own_cache_keys(cache)
+    breaker_forget()
     state.forget()
     execution.forget_configs()
     api_keys_forget_memo()
