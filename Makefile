@@ -8,13 +8,14 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help run test test-live fuzz lint format lock clean bench
+.PHONY: help run test test-live fuzz soak lint format lock clean bench
 
 help:
 	@echo "make run    install, migrate, load defaults and serve web + worker + beat on $(HOST):$(PORT)"
 	@echo "make test   run the test suite on PostgreSQL and Redis (starts them if stopped)"
 	@echo "make test-live  run the tests marked live against the servers of make peers"
 	@echo "make fuzz   schemathesis over the served API schema, against a real server (~3 minutes)"
+	@echo "make soak   make run's zero-setup default under light traffic for 15 minutes (SOAK_SECONDS)"
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make format apply ruff's fixes and formatting"
 	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
@@ -50,6 +51,10 @@ test-live: $(VENV)/.dev-installed
 # ARGS go to schemathesis (scripts/fuzz.py says what it sets up and its bounds).
 fuzz: $(VENV)/.dev-installed
 	$(PY) scripts/fuzz.py $(ARGS)
+
+# scripts/soak.py says what it checks; SOAK_SECONDS shortens or lengthens it.
+soak: $(VENV)/.dev-installed
+	$(PY) scripts/soak.py
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .

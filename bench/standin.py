@@ -1,4 +1,5 @@
-"""A stand-in backend for benchmarks: answers Flowise's prediction API, optionally after a delay.
+"""A stand-in backend for benchmarks: answers Flowise's prediction API, optionally after a
+delay, its ping, and its chatflow list (so discovery finds a flow).
 
 Run: python bench/standin.py PORT DELAY_SECONDS
 """
@@ -8,9 +9,18 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 DELAY = 0.0
+# Discovery's answer: the chatflow list a real Flowise 3.1.4 gave (tests/fixtures).
+CHATFLOWS = json.dumps(
+    json.loads(
+        (
+            Path(__file__).resolve().parent.parent / "tests/fixtures/flowise/chatflows_list.json"
+        ).read_text()
+    )["body"]
+).encode()
 
 
 async def read_body(receive: Any) -> bytes:
@@ -29,6 +39,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     body = await read_body(receive)
     if scope["path"] == "/api/v1/ping":
         payload, content_type = b"pong", b"text/html"
+    elif scope["method"] == "GET" and scope["path"] == "/api/v1/chatflows":
+        payload, content_type = CHATFLOWS, b"application/json"  # for discovery
     else:
         question = json.loads(body or b"{}").get("question", "")
         session = (json.loads(body or b"{}").get("overrideConfig") or {}).get("sessionId", "s")

@@ -31,7 +31,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 # --- Paths -------------------------------------------------------------------
 # var/ holds everything a zero-setup run writes: SQLite, the file cache, the
-# filesystem broker's queues and a generated secret key.
+# broker's SQLite file, the decision spool and a generated secret key.
 VAR_DIR = read("FLYWHEEL_VAR_DIR", Path, BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -147,20 +147,10 @@ CACHES = {
 }
 
 # --- Celery --------------------------------------------------------------------
-CELERY_BROKER_URL = read("CELERY_BROKER_URL", as_url, "filesystem://")
-if CELERY_BROKER_URL == "filesystem://":
-    # kombu's filesystem transport needs no server but does not create its folders.
-    _queue_dir = VAR_DIR / "broker" / "queue"
-    _processed_dir = VAR_DIR / "broker" / "processed"
-    _control_dir = VAR_DIR / "broker" / "control"  # kombu's default is ./control
-    for _folder in (_queue_dir, _processed_dir, _control_dir):
-        _folder.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_queue_dir),
-        "data_folder_out": str(_queue_dir),
-        "data_folder_processed": str(_processed_dir),
-        "control_folder": str(_control_dir),
-    }
+# With none configured, kombu's SQLAlchemy transport on a SQLite file of its own:
+# no server, and (unlike the filesystem transport, whose JSON reads race with its
+# writes and once stopped `make run`'s worker) a transaction per message.
+CELERY_BROKER_URL = read("CELERY_BROKER_URL", as_url, f"sqla+sqlite:///{VAR_DIR}/broker.sqlite3")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SOFT_TIME_LIMIT = read("CELERY_TASK_SOFT_TIME_LIMIT", as_positive_int, 60)
 CELERY_TASK_TIME_LIMIT = read("CELERY_TASK_TIME_LIMIT", as_positive_int, 90)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Serve Flywheel on one machine: web (uvicorn), Celery worker and beat.
 # With no DATABASE_URL / CACHE_URL / CELERY_BROKER_URL set, everything lives
-# under var/ (SQLite, a file cache, a filesystem broker): no server needed.
+# under var/ (SQLite, a file cache, a broker on SQLite): no server needed.
 # Ctrl-C stops all three; a worker or beat that crashes is started again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
