@@ -66,6 +66,7 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
                 "fields": [
                     "performance_window",
                     "performance_max_age_seconds",
+                    "exploration_share",
                     "latency_ceiling_ms",
                 ]
             },

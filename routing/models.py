@@ -141,6 +141,13 @@ class RoutingPolicy(models.Model):
         help_text="Attempts older than this no longer count: a backend demoted by its "
         "failures is tried again once they age, and measured again.",
     )
+    exploration_share = models.FloatField(
+        default=0.05,
+        validators=_unit_interval(),
+        help_text="Share of automatically routed questions that try first a healthy backend "
+        "routing has no recent measure of (none, or aged out), so that every backend stays "
+        "measured and a healed one wins its traffic back. 0: never.",
+    )
     latency_ceiling_ms = models.PositiveIntegerField(
         default=5000,
         validators=[MinValueValidator(1)],

@@ -7,6 +7,7 @@ unsure and an LLM is configured and enabled in the policy.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,6 +45,53 @@ class Plan:
     candidates: tuple[Candidate, ...]
     routing_method: str  # auto | explicit
     all_down: bool = False  # candidates exist only on backends that are down
+    explored: bool = False  # the first candidate is tried to measure it (see _explore)
+
+
+class _Exploration:
+    """Which questions explore: a share of them, spread evenly (a credit that grows by
+    the share with each question that could explore, spent whole)."""
+
+    def __init__(self) -> None:
+        self._credit = 0.0
+        self._lock = threading.Lock()
+
+    def now(self, share: float) -> bool:
+        with self._lock:
+            self._credit += share
+            if self._credit >= 1.0:
+                self._credit -= 1.0
+                return True
+            return False
+
+    def reset(self) -> None:
+        with self._lock:
+            self._credit = 0.0
+
+
+exploration = _Exploration()
+
+
+def _explore(
+    candidates: list[Candidate], performance: dict[int, Performance], share: float
+) -> tuple[list[Candidate], bool]:
+    """Now and then, put first a healthy backend that serves the intent (not by a generic
+    flow) and has no recent measure: the ranking cannot know it is better until it is
+    tried, and a backend demoted by failures would otherwise never win its traffic back.
+    """
+    if not share or len(candidates) < 2 or candidates[0].trial:
+        return candidates, False
+    unmeasured = [
+        c
+        for c in candidates[1:]
+        if not getattr(performance.get(c.backend.id), "attempts", 0)
+        and c.health == 1.0
+        and not c.generic
+    ]
+    if not unmeasured or not exploration.now(share):
+        return candidates, False
+    first = unmeasured[0]
+    return [first, *(c for c in candidates if c is not first)], True
 
 
 def _labels(state: RoutingState) -> dict[str, str]:
@@ -190,14 +238,16 @@ def plan(
 ) -> Plan:
     """The candidates to try, in order. Raises for a bad explicit backend or no matching flow.
 
-    ``trial`` is asked about backends whose breaker awaits a trial query (a real
-    query passes routing.breaker.trial_claim; a dry run passes nothing)."""
+    A real query passes ``trial`` (routing.breaker.trial_claim), asked about
+    backends whose breaker awaits a trial query; with it, a share of questions
+    also explore (see _explore). A dry run passes nothing and gets routing's
+    preference as it stands."""
     backends = state.backends_for(tenant_id)
     if preference.lower() != "auto":
         return _explicit(
             state, backends, preference=preference, intent=intent, now=now, trial=trial
         )
-    candidates, _ = _ranked(
+    candidates, performance = _ranked(
         state, backends, intent=intent, query_type=query_type, now=now, trial=trial
     )
     if not candidates:
@@ -207,7 +257,10 @@ def plan(
             f"No flow serves intent {intent!r}, and there is no generic flow.",
             details={"intent": intent},
         )
-    return Plan(tuple(candidates), "auto")
+    if trial is None:  # a dry run, or the analytics page: what routing prefers
+        return Plan(tuple(candidates), "auto")
+    ordered, explored = _explore(candidates, performance, state.policy.exploration_share)
+    return Plan(tuple(ordered), "auto", explored=explored)
 
 
 @dataclass(frozen=True)

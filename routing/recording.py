@@ -209,9 +209,14 @@ def _live_references(batch: Sequence[DecisionData]) -> tuple[set[int], set[int]]
 
 
 def performance_of(backend_id: int, intent: str, window: int) -> Performance:
-    """Success rate and mean latency over the last ``window`` attempts (one indexed read)."""
+    """Success rate and mean latency over the last ``window`` attempts made within the
+    policy's performance_max_age_seconds (one indexed read): an attempt routing no
+    longer counts must not drag down the measure of a backend that has healed."""
+    since = timezone.now() - timedelta(seconds=policy_values().performance_max_age_seconds)
     recent = list(
-        PerformanceRecord.objects.filter(backend_id=backend_id, intent=intent)
+        PerformanceRecord.objects.filter(
+            backend_id=backend_id, intent=intent, created_at__gte=since
+        )
         .order_by("-created_at")
         .values_list("success", "latency_ms", "created_at")[:window]
     )

@@ -35,6 +35,7 @@ class PolicyValues:
     answer_cache_ttl_seconds: int = 3600
     query_budget_seconds: float = 30.0
     performance_max_age_seconds: float = 60.0
+    exploration_share: float = 0.05
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,8 @@ class _Query:
             }
         if self.cached_from is not None:
             found["cached_from"] = self.cached_from
+        if self.plan is not None and self.plan.explored:
+            found["explored"] = self.plan.candidates[0].backend.name
         return found
 
     def decision(self, outcome: str, **fields: Any) -> DecisionData:

@@ -112,6 +112,7 @@ def policy_values() -> PolicyValues:
             answer_cache_ttl_seconds=p.answer_cache_ttl_seconds,
             query_budget_seconds=p.query_budget_seconds,
             performance_max_age_seconds=float(p.performance_max_age_seconds),
+            exploration_share=p.exploration_share,
         )
         shared_cache().set(POLICY_KEY, values, timeout=300)
     return values

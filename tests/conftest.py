@@ -79,9 +79,11 @@ def _fresh_routing_state() -> Iterator[None]:
     from flywheel.services import api_keys_forget_memo
     from routing import execution, state
     from routing.breaker import breaker_forget
+    from routing.planning import exploration
 
     clear_own_cache_keys(cache)
     breaker_forget()
+    exploration.reset()
     state.forget()
     execution.forget_configs()
     api_keys_forget_memo()
