@@ -2,6 +2,11 @@
 delay, its ping, and its chatflow list (so discovery finds a flow).
 
 Run: python bench/standin.py PORT DELAY_SECONDS
+
+For the fault suite (scripts/chaos.py) it can fail a share of its predictions:
+``POST /_faults {"fault": "500" | "hang" | "malformed" | "", "share": 0.3}``
+sets it (every Nth prediction, evenly: 0.3 fails 3 in 10); "hang" never answers,
+"malformed" answers 200 with a body that is not JSON.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 DELAY = 0.0
+FAULT: dict[str, Any] = {"fault": "", "share": 0.0, "credit": 0.0}
 # Discovery's answer: the chatflow list a real Flowise 3.1.4 gave (tests/fixtures).
 CHATFLOWS = json.dumps(
     json.loads(
@@ -33,11 +39,26 @@ async def read_body(receive: Any) -> bytes:
             return body
 
 
+def _faulty() -> bool:
+    """Whether this prediction fails: a share of them, spread evenly."""
+    if not FAULT["fault"]:
+        return False
+    FAULT["credit"] += FAULT["share"]
+    if FAULT["credit"] >= 1.0:
+        FAULT["credit"] -= 1.0
+        return True
+    return False
+
+
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
     body = await read_body(receive)
-    if scope["path"] == "/api/v1/ping":
+    status = 200
+    if scope["path"] == "/_faults":
+        FAULT.update(json.loads(body), credit=0.0)
+        payload, content_type = b"{}", b"application/json"
+    elif scope["path"] == "/api/v1/ping":
         payload, content_type = b"pong", b"text/html"
     elif scope["method"] == "GET" and scope["path"] == "/api/v1/chatflows":
         payload, content_type = CHATFLOWS, b"application/json"  # for discovery
@@ -48,8 +69,19 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             await asyncio.sleep(DELAY)
         payload = json.dumps({"text": f"Echo: {question}", "sessionId": session}).encode()
         content_type = b"application/json"
+        if _faulty():
+            if FAULT["fault"] == "hang":
+                await asyncio.sleep(3600)
+            elif FAULT["fault"] == "malformed":
+                payload = b"<html>502 Bad Gateway</html>"
+            else:
+                status, payload = 500, b'{"message": "Internal Server Error"}'
     await send(
-        {"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]}
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type)],
+        }
     )
     await send({"type": "http.response.body", "body": payload})
 

@@ -1,0 +1,537 @@
+"""The fault suite: Flywheel under failing backends and its own dependencies stopping.
+
+Everything runs on loopback and is private to the run: a PostgreSQL cluster
+(initdb in var/chaos-*, stopped and started by the suite), a Redis server
+(killed and started again), two stand-in Flowise backends (bench/standin.py:
+the primary, which can be told to fail, and the fallback) and Flywheel under
+uvicorn. Each scenario is bounded in time and prints its figures: answered
+share, p50 / p99, decisions against requests, recovery time. The suite exits 1
+if any scenario misses what it must hold:
+
+- faults: the primary fails 30 % of 2,000 questions by 500, by hanging and by
+  malformed answers, then refuses connections (killed): every question is
+  answered, one decision per question, one performance record per attempt;
+- redis: Redis killed for 20 s and started again under load: every question
+  answered, /readyz names the cache while it is down and recovers after;
+- postgres: PostgreSQL stopped for 30 s and started again under load: every
+  question answered, and every decision stored once it is back;
+- kill: the web process SIGKILLed under load and started again: every answer
+  it sent has its decision stored (the spool, replayed at start-up);
+- healed: the primary fails, then heals: back in rotation within 60 s.
+
+    python scripts/chaos.py [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import ROOT, free_port, percentile, wait_for
+from bench.loadgen import HttpConnection
+
+PG_BIN = Path("/usr/lib/postgresql")
+CONCURRENCY = 8
+FAULT_QUESTIONS = 2000
+SETUP = """
+from backends.models import Backend, BackendHealth
+from chatflows.models import Flow
+from flywheel.services import api_key_create, tenant_get_or_create_default
+from routing.services import defaults_load
+defaults_load()
+# The primary's flow matches far better (ten keywords against one): at 30 % failures it
+# stays first, so the fallback answers for it hundreds of times.
+for name, port, keywords in (("primary", {primary}, 10), ("fallback", {fallback}, 1)):
+    b = Backend.objects.create(name=name, kind="flowise",
+                               base_url=f"http://127.0.0.1:{{port}}", timeout_seconds=1)
+    BackendHealth.objects.create(backend=b, healthy=True)
+    words = ["general"] + [f"topic-{{i}}" for i in range(keywords - 1)]
+    Flow.objects.create(backend=b, external_id=f"{{name}}-flow", name="any", deployed=True,
+                        intent_keywords=words)
+print(api_key_create(tenant=tenant_get_or_create_default(), name="chaos", rate_limit="off")[1])
+"""
+
+
+def run(command: list[str], **kwargs: object) -> str:
+    done = subprocess.run(command, check=True, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]  # noqa: S603
+    return str(done.stdout).strip()
+
+
+def as_postgres(command: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: run its tools as the postgres user then."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+
+class Postgres:
+    """A private PostgreSQL cluster on a port of its own."""
+
+    def __init__(self, root: Path) -> None:
+        versions = sorted(PG_BIN.glob("*/bin/initdb"))
+        if not versions:
+            raise SystemExit("the fault suite needs PostgreSQL's server binaries (initdb)")
+        self.bin = versions[-1].parent
+        self.data, self.port = root / "pgdata", free_port()
+        self.data.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(root, "postgres")
+            shutil.chown(self.data, "postgres")
+        run(as_postgres([str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust",
+                         "-U", "postgres", "--no-sync"]))  # fmt: skip
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/flywheel"
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off"
+        run(as_postgres([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options,
+                         "-l", str(self.data / "log"), "-w", "start"]))  # fmt: skip
+
+    def stop(self) -> None:
+        run(as_postgres([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast",
+                         "-w", "stop"]))  # fmt: skip
+
+    def create(self) -> None:
+        run(as_postgres([str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
+                         "-U", "postgres", "flywheel"]))  # fmt: skip
+
+    def count(self, sql: str) -> int:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            row = conn.execute(sql).fetchone()
+            return int(row[0]) if row else 0
+
+
+class Redis:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(  # noqa: S603
+            [
+                shutil.which("redis-server") or "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                import socket
+
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+
+
+class Standin:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(  # noqa: S603
+            [sys.executable, "bench/standin.py", str(self.port), "0"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(f"http://127.0.0.1:{self.port}/api/v1/ping")
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+
+    def faults(self, fault: str, share: float = 0.0) -> None:
+        async def send() -> None:
+            connection = await HttpConnection.open("127.0.0.1", self.port)
+            await connection.post("/_faults", {"fault": fault, "share": share})
+            connection.close()
+
+        asyncio.run(send())
+
+
+class Web:
+    """Flywheel under uvicorn (one process), with the run's environment."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env, self.port, self.log = env, free_port(), log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("a") as log:
+            self.process = subprocess.Popen(  # noqa: S603
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "flywheel.asgi:application",
+                    "--port",
+                    str(self.port),
+                    "--lifespan",
+                    "on",
+                    "--log-level",
+                    "warning",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=log,
+            )
+        wait_for(f"http://127.0.0.1:{self.port}/healthz")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=60)
+
+
+@dataclass
+class Load:
+    """Questions asked by CONCURRENCY clients, one after another each."""
+
+    port: int
+    key: str
+    statuses: dict[int, int] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    answered_ids: list[str] = field(default_factory=list)
+    asked: int = 0
+    stop: bool = False
+
+    async def client(self, limit: int | None) -> None:
+        connection: HttpConnection | None = None
+        headers = {"Authorization": f"Bearer {self.key}"}
+        while not self.stop and (limit is None or self.asked < limit):
+            self.asked += 1
+            started = time.perf_counter()
+            try:
+                if connection is None:
+                    connection = await HttpConnection.open("127.0.0.1", self.port)
+                payload = {"question": f"chaos question {self.asked}", "intent": "general"}
+                status, body = await asyncio.wait_for(
+                    connection.post("/api/v1/query", payload, headers), 40
+                )
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
+                status, body = 0, b""  # no answer at all (the server is down)
+                if connection is not None:
+                    connection.close()
+                connection = None
+                await asyncio.sleep(0.05)
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+            if status == 200:
+                self.latencies.append((time.perf_counter() - started) * 1000)
+                self.answered_ids.append(json.loads(body)["request_id"])
+        if connection is not None:
+            connection.close()
+
+    async def run(self, limit: int | None = None) -> None:
+        await asyncio.gather(*(self.client(limit) for _ in range(CONCURRENCY)))
+
+    @property
+    def answered(self) -> int:
+        return self.statuses.get(200, 0)
+
+    def figures(self) -> str:
+        share = 100 * self.answered / max(self.asked, 1)
+        text = f"asked {self.asked}, answered {self.answered} ({share:.2f} %)"
+        if self.latencies:
+            p50, p99 = percentile(self.latencies, 50), percentile(self.latencies, 99)
+            text += f", p50 {p50:.0f} ms, p99 {p99:.0f} ms"
+        others = {s: n for s, n in self.statuses.items() if s != 200}
+        return text + (f", not answered by status {others}" if others else "")
+
+
+class Suite:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.failures: list[str] = []
+        self.pg = Postgres(root)
+        self.redis = Redis()
+        self.primary, self.fallback = Standin(), Standin()
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "CACHE_"))},
+            "DATABASE_URL": self.pg.url,
+            "CACHE_URL": f"redis://127.0.0.1:{self.redis.port}/1",
+            "CELERY_BROKER_URL": f"redis://127.0.0.1:{self.redis.port}/2",
+            "FLYWHEEL_VAR_DIR": str(root / "var"),
+            "FLYWHEEL_CACHE_PREFIX": "chaos",
+            "FLYWHEEL_BACKEND_ALLOWED_NETWORKS": "127.0.0.0/8",
+            "FLYWHEEL_LOG_LEVEL": "WARNING",
+            "FLYWHEEL_RATE_LIMIT": "off",
+        }
+        self.web = Web(self.env, root / "web.log")
+        self.key = ""
+
+    def manage(self, *args: str, stdin: str | None = None) -> str:
+        return run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, input=stdin)
+
+    def setup(self) -> None:
+        self.pg.start()
+        self.pg.create()
+        self.redis.start()
+        self.primary.start()
+        self.fallback.start()
+        self.manage("migrate", "--noinput", "-v", "0")
+        setup = SETUP.format(primary=self.primary.port, fallback=self.fallback.port)
+        self.key = self.manage("shell", stdin=setup).splitlines()[-1]
+        self.web.start()
+
+    def teardown(self) -> None:
+        self.web.stop()
+        for part in (self.primary, self.fallback, self.redis):
+            part.kill()
+        with contextlib.suppress(subprocess.CalledProcessError):  # stopped already
+            self.pg.stop()
+
+    # --- what the database holds ---------------------------------------------------
+    def decisions(self) -> int:
+        return self.pg.count("SELECT count(*) FROM analytics_routingdecision")
+
+    def fallbacks(self) -> int:
+        return self.pg.count(
+            "SELECT count(*) FROM analytics_routingdecision WHERE outcome = 'fallback'"
+        )
+
+    def records_and_attempts(self) -> tuple[int, int]:
+        records = self.pg.count("SELECT count(*) FROM analytics_performancerecord")
+        attempts = self.pg.count(
+            "SELECT count(*) FROM analytics_routingdecision d, "
+            "jsonb_array_elements(d.fallback_chain) a "
+            "WHERE a->>'error_type' IS DISTINCT FROM 'BudgetExceeded'"
+        )
+        return records, attempts
+
+    def stored(self, request_ids: list[str]) -> int:
+        if not request_ids:
+            return 0
+        ids = ",".join(f"'{r}'" for r in request_ids)  # UUIDs from our own answers
+        return self.pg.count(
+            f"SELECT count(*) FROM analytics_routingdecision WHERE request_id IN ({ids})"  # noqa: S608
+        )
+
+    def until(self, check: Callable[[], bool], timeout: float) -> float | None:
+        """Seconds until ``check`` holds, or None if it did not within ``timeout``."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            try:
+                if check():
+                    return round(time.monotonic() - started, 1)
+            except Exception:  # noqa: S110 - not yet: the service is still coming back
+                pass
+            time.sleep(0.25)
+        return None
+
+    def expect(self, scenario: str, holds: bool, what: str) -> None:
+        if not holds:
+            self.failures.append(f"{scenario}: {what}")
+            print(f"    FAIL: {what}")
+
+    def load_during(self, seconds_before: float, fault: Callable[[], None], after: float) -> Load:
+        """Load from before ``fault`` (which may block) until ``after`` seconds past it."""
+        load = Load(self.web.port, self.key)
+
+        async def scenario() -> None:
+            running = asyncio.ensure_future(load.run())
+            await asyncio.sleep(seconds_before)
+            await asyncio.get_running_loop().run_in_executor(None, fault)
+            await asyncio.sleep(after)
+            load.stop = True
+            await running
+
+        asyncio.run(scenario())
+        return load
+
+    # --- scenarios --------------------------------------------------------------------
+    def faults(self) -> None:
+        for fault in os.environ.get("CHAOS_FAULTS", "500,hang,malformed,refused").split(","):
+            decisions_before = self.decisions()
+            fallbacks_before = self.fallbacks()
+            records_before, attempts_before = self.records_and_attempts()
+            self.close_primary_breaker()  # each fault meets a primary in rotation
+            if fault == "refused":
+                self.primary.kill()
+            else:
+                self.primary.faults(fault, 0.3)
+            load = Load(self.web.port, self.key)
+            started = time.monotonic()
+            asyncio.run(load.run(FAULT_QUESTIONS))
+            print(f"  primary {fault} ({time.monotonic() - started:.0f} s): {load.figures()}")
+            time.sleep(1.5)  # decisions land behind their answers
+            decisions = self.decisions() - decisions_before
+            records, attempts = self.records_and_attempts()
+            records, attempts = records - records_before, attempts - attempts_before
+            fell_back = self.fallbacks() - fallbacks_before
+            print(f"    decisions {decisions} for {load.asked} questions ({fell_back} by "
+                  f"fallback); performance records {records} for {attempts} attempts")  # fmt: skip
+            name = f"faults/{fault}"
+            self.expect(name, load.answered == load.asked, "a question was not answered")
+            self.expect(name, decisions == load.asked, "decisions != questions")
+            self.expect(name, records == attempts, "performance records != attempts")
+        self.primary.start()  # healthy again for what follows
+        self.primary.faults("", 0)
+
+    def redis_outage(self) -> None:
+        readiness: list[int] = []
+
+        def outage() -> None:
+            self.redis.kill()
+            time.sleep(10)
+            readiness.append(self.readyz_status())
+            time.sleep(10)
+            self.redis.start()
+
+        load = self.load_during(3, outage, after=10)
+        back = self.until(lambda: self.readyz_status() == 200, 30)
+        print(f"  redis killed 20 s under load: {load.figures()}")
+        print(f"    /readyz during the outage: {readiness}; ready again {back} s after")
+        self.expect("redis", load.answered == load.asked, "a question was not answered")
+        self.expect("redis", readiness == [503], "/readyz did not say the cache was down")
+        self.expect("redis", back is not None, "/readyz did not recover")
+
+    def close_primary_breaker(self) -> None:
+        """Take the primary out of the cooldown the previous fault opened, as an operator
+        would in the admin: the health row, then the published copy every process reads."""
+        import psycopg
+        import redis
+
+        with psycopg.connect(self.pg.url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE backends_backendhealth SET cooldown_until = NULL, needs_trial = false"
+            )
+        redis.Redis(port=self.redis.port, db=1).delete("chaos:1:flywheel:snapshot:health")
+        time.sleep(1.5)  # the web process's memo of the routing state lives a second
+
+    def readyz_status(self) -> int:
+        async def get() -> int:
+            connection = await HttpConnection.open("127.0.0.1", self.web.port)
+            status, _ = await connection.get("/readyz")
+            connection.close()
+            return status
+
+        return asyncio.run(get())
+
+    def postgres_outage(self) -> None:
+        time.sleep(1.5)  # what the previous scenario answered lands first
+        before = self.decisions()
+
+        def outage() -> None:
+            self.pg.stop()
+            time.sleep(30)
+            self.pg.start()
+
+        load = self.load_during(3, outage, after=5)
+        back = self.until(lambda: self.decisions() - before >= load.asked, 90)
+        time.sleep(1.5)
+        stored, theirs = self.decisions() - before, self.stored(load.answered_ids)
+        print(f"  postgres stopped 30 s under load: {load.figures()}")
+        print(f"    decisions {stored} for {load.asked} questions ({theirs} of the answers "
+              f"sent), all stored {back} s after it was back")  # fmt: skip
+        self.expect("postgres", load.answered == load.asked, "a question was not answered")
+        self.expect("postgres", stored == load.asked, "decisions != questions")
+        self.expect("postgres", theirs == load.answered, "an answer sent has no decision")
+
+    def web_killed(self) -> None:
+        def kill() -> None:
+            self.web.stop(signal.SIGKILL)
+            self.web.start()
+
+        load = self.load_during(5, kill, after=5)
+        back = self.until(lambda: self.stored(load.answered_ids) == load.answered, 60)
+        stored = self.stored(load.answered_ids)
+        print(f"  web SIGKILLed and started again under load: {load.figures()}")
+        print(f"    answers sent {load.answered}, their decisions stored {stored} "
+              f"(all {back} s after the restart)")  # fmt: skip
+        self.expect("kill", stored == load.answered, "an answer sent has no decision")
+
+    def healed(self) -> None:
+        self.primary.faults("500", 1.0)
+        load = Load(self.web.port, self.key)
+        asyncio.run(load.run(200))  # the primary fails; its breaker opens
+        self.primary.faults("", 0)
+
+        def primary_answers() -> bool:
+            async def ask() -> str:
+                connection = await HttpConnection.open("127.0.0.1", self.web.port)
+                _, body = await connection.post(
+                    "/api/v1/query",
+                    {"question": "are you back?", "intent": "general"},
+                    {"Authorization": f"Bearer {self.key}"},
+                )
+                connection.close()
+                return str(json.loads(body)["routing"]["backend"])
+
+            return asyncio.run(ask()) == "primary"
+
+        back = self.until(primary_answers, 90)
+        print(f"  primary failing, then healed: back in rotation {back} s after it healed")
+        self.expect("healed", back is not None and back <= 60 + 5, "not back within 60 s")
+
+
+SCENARIOS = ("faults", "redis", "postgres", "kill", "healed")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", choices=SCENARIOS, default=list(SCENARIOS))
+    parser.add_argument("--keep", action="store_true", help="keep the cluster's files")
+    options = parser.parse_args()
+    (ROOT / "var").mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="chaos-", dir=ROOT / "var"))
+    suite = Suite(root)
+    print(f"Fault suite (files in {root})")
+    try:
+        suite.setup()
+        steps = {
+            "faults": suite.faults,
+            "redis": suite.redis_outage,
+            "postgres": suite.postgres_outage,
+            "kill": suite.web_killed,
+            "healed": suite.healed,
+        }
+        for name in SCENARIOS:
+            if name in options.only:
+                print(f"[{name}]")
+                steps[name]()
+    finally:
+        suite.teardown()
+    for failure in suite.failures:
+        print(f"FAIL: {failure}")
+    if suite.failures or options.keep:
+        print(f"The run's files are kept in {root}.")
+        return 1 if suite.failures else 0
+    shutil.rmtree(root, ignore_errors=True)
+    print("Fault suite passed.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
