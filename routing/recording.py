@@ -286,7 +286,7 @@ class _Job:
     data: DecisionData
     performance_window: int
     answer: CachedAnswer | None
-    segment: Segment
+    segment: Segment | None  # None: the spool could not be written (logged)
 
 
 # The database is unreachable (down, restarting, its pool exhausted): retry, keep.
@@ -353,7 +353,11 @@ class _Writer:
         self, data: DecisionData, performance_window: int, answer: CachedAnswer | None
     ) -> None:
         self._start()
-        segment = self.spool.append(data)  # durable (against a kill) from here on
+        try:
+            segment: Segment | None = self.spool.append(data)  # durable against a kill now
+        except OSError as err:  # a full or read-only disk: the write goes on, undurably
+            segment = None
+            logger.error("Decision %s could not be spooled: %s", data.request_id, err)
         session_id = data.session_id
         with self._lock:
             self._pending[session_id] = self._pending.get(session_id, 0) + 1
@@ -409,7 +413,8 @@ class _Writer:
                     else:
                         self._pending.pop(data.session_id, None)
         for job in jobs:
-            self.spool.settle(job.segment)
+            if job.segment is not None:
+                self.spool.settle(job.segment)
 
     def _store_until_done(self, batch: list[DecisionData], window: int) -> None:
         wait = self.RETRY_FIRST_SECONDS
@@ -513,11 +518,13 @@ def record_later(
     _writer.submit(data, performance_window, answer)
 
 
-async def session_settled(session_id: uuid.UUID) -> None:
-    """Wait until this process has written everything of ``session_id`` so far."""
+async def session_settled(session_id: uuid.UUID, timeout: float = 2.0) -> None:
+    """Wait until this process has written everything of ``session_id`` so far, or
+    ``timeout`` has passed (the database is down: then reading it fails anyway)."""
     if _writer.pending(session_id):
         _writer.hurry(session_id)
-    while _writer.pending(session_id):
+    deadline = time.monotonic() + timeout
+    while _writer.pending(session_id) and time.monotonic() < deadline:
         await asyncio.sleep(0.002)
 
 

@@ -31,7 +31,7 @@ from routing.recording import (
     record_later,
     spooled_replay,
 )
-from routing.spool import REJECTED, decode, encode
+from routing.spool import REJECTED, Spool, decode, encode
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -208,3 +208,22 @@ def test_the_replay_command_writes_what_a_dead_process_left(tenant: Tenant) -> N
 
     assert "Replayed 1 spooled decisions" in out.getvalue()
     assert RoutingDecision.objects.get().request_id == left.request_id
+
+
+def test_a_spool_that_cannot_be_written_costs_durability_not_the_decision(
+    tenant: Tenant,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")  # the spool's directory would have to be inside a file
+    recording._writer._start()
+    monkeypatch.setattr(recording._writer, "_spool", Spool(blocker / "spool"))
+    data = decision(tenant.pk)
+
+    record_later(data, performance_window=10)
+    drain()
+
+    assert RoutingDecision.objects.filter(request_id=data.request_id).exists()
+    assert f"Decision {data.request_id} could not be spooled" in caplog.text
