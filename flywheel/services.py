@@ -7,10 +7,11 @@ import hmac
 import logging
 import secrets
 import time
-from datetime import timedelta
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from flywheel.cache import shared_cache
@@ -243,18 +244,34 @@ def _authenticated(digest: str, remembered: dict[str, Any] | None) -> ApiKey:
         api_key = found
     now = timezone.now()
     stale = api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION
+    if stale and remembered is None:  # just read from the database: it answers
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+    elif stale:  # the cache vouches for the key: the request does not wait for the database
+        _key_uses.submit(_note_use, api_key.pk, api_key.prefix, now)
     if stale:
-        try:
-            ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
-        except DATABASE_UNAVAILABLE as err:
-            if remembered is None:
-                raise
-            # The cache vouches for the key: noting its use can wait for the database.
-            logger.warning("The use of API key %s is noted later: %s", api_key.prefix, err)
         api_key.last_used_at = now
     if stale or remembered is None:
         _remember_key(digest, api_key)
     return api_key
+
+
+# Uses of remembered keys are noted by a thread of their own: a database that is
+# down (or slow) must not hold up requests the cache has already authenticated.
+_key_uses = ThreadPoolExecutor(max_workers=1, thread_name_prefix="key-uses")
+
+
+def _note_use(pk: int, prefix: str, when: datetime) -> None:
+    try:
+        ApiKey.objects.filter(pk=pk).update(last_used_at=when)
+    except DATABASE_UNAVAILABLE as err:  # the next use, a minute on, notes it again
+        logger.warning("The use of API key %s could not be noted: %s", prefix, err)
+    finally:
+        connections.close_all()  # this thread's connection goes back to the pool
+
+
+def api_key_uses_settle(timeout: float = 10.0) -> None:
+    """Wait until the uses noted so far are written (tests)."""
+    _key_uses.submit(lambda: None).result(timeout)
 
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:

@@ -453,9 +453,12 @@ class _Writer:
     def replay(self, spool: Spool | None = None) -> int:
         """Write what dead processes left in the spool (logged, never raised)."""
         spool = spool or self.spool
+
+        def write(batch: Sequence[DecisionData]) -> None:  # the policy is read only if needed
+            _store(list(batch), policy_values().performance_window, spool)
+
         try:
-            window = policy_values().performance_window
-            return spool.replay(lambda batch: _store(list(batch), window, spool))
+            return spool.replay(write)
         except Exception as err:  # the segment stays for the next try
             logger.warning(
                 "Spooled decisions could not be replayed yet (%s: %s)", type(err).__name__, err

@@ -3,35 +3,36 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from datetime import timedelta
 from typing import Any, cast
 
 import httpx
 import psycopg
+import psycopg_pool
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
 from django.db.backends.postgresql.base import DatabaseWrapper
 from django.test import override_settings
-from django.utils import timezone
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from flywheel import services
 from flywheel.asgi import application
 from flywheel.asyncdb import db
 from flywheel.cache import DegradingCache, shared_cache
 from flywheel.errors import AuthenticationError
-from flywheel.models import ApiKey
 from flywheel.services import (
     api_key_authenticate,
     api_key_recall,
     api_key_revoke,
+    api_key_uses_settle,
     api_keys_forget_memo,
 )
 from routing.models import RoutingDecision, Turn
 from routing.recording import drain
-from routing.sessions import session_cached
-from tests.conftest import clear_own_cache_keys
+from routing.sessions import SESSION_KEY, session_cached
 from tests.routing_world import World
 
 REVIEW = "Please review my pull request"
@@ -199,6 +200,13 @@ def _refused(self: DatabaseWrapper, params: dict[str, Any]) -> Any:
     raise psycopg.OperationalError("connection failed: Connection refused")
 
 
+def _refused_after_the_pool_waits(self: DatabaseWrapper, params: dict[str, Any]) -> Any:
+    """How the pool fails while PostgreSQL is stopped: after waiting for a connection
+    (its timeout is 10 s; 3 here)."""
+    time.sleep(3)
+    raise psycopg_pool.PoolTimeout("couldn't get a connection after 3.00 sec")
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_with_the_database_down_a_recent_key_is_answered_and_recorded_later(
     world: World, raw_api_key: str, monkeypatch: pytest.MonkeyPatch
@@ -206,27 +214,31 @@ async def test_with_the_database_down_a_recent_key_is_answered_and_recorded_late
     before = await _query(raw_api_key, {"question": REVIEW})  # the key and routing are warm
     assert before.status_code == 200, before.json()
     await sync_to_async(drain)()
-    # Its use was noted over a minute ago: authenticating it writes last_used_at again.
-    await db(ApiKey.objects.update)(last_used_at=timezone.now() - timedelta(minutes=2))
-    api_keys_forget_memo()
-    clear_own_cache_keys(shared_cache().inner)
-    await db(api_key_authenticate)(raw_key=raw_api_key)  # cached with the old last use
-    await db(ApiKey.objects.update)(last_used_at=timezone.now() - timedelta(minutes=2))
+    # Its use is due to be noted again (once a minute): that write needs the database.
+    monkeypatch.setattr(services, "LAST_USED_RESOLUTION", timedelta(0))
     api_keys_forget_memo()
 
     down = pytest.MonkeyPatch()
-    down.setattr(DatabaseWrapper, "get_new_connection", _refused)
+    down.setattr(DatabaseWrapper, "get_new_connection", _refused_after_the_pool_waits)
     try:
+        started = time.monotonic()
         during = await _query(raw_api_key, {"question": REVIEW})
+        took = time.monotonic() - started
+        down.setattr(DatabaseWrapper, "get_new_connection", _refused)
         # The conversation is no longer in the cache: reading it needs the database.
-        session = {"question": REVIEW, "session_id": before.json()["session_id"]}
+        session_id = before.json()["session_id"]
+        shared_cache().delete(SESSION_KEY.format(id=session_id))
+        session = {"question": REVIEW, "session_id": session_id}
         unreadable = await _query(raw_api_key, session)
         unknown = await _query(
             "fw_00000000_not-a-key-flywheel-has-ever-seen-0000000", {"question": REVIEW}
         )
+        await sync_to_async(api_key_uses_settle)()  # it could not note the use: logged
     finally:
         down.undo()
     assert during.status_code == 200, during.json()
+    assert took < 2  # noting the key's use waits for the database, the answer does not
+    assert took < 2  # noting the key's use waits for the database, the answer does not
     assert unknown.status_code == 503, unknown.json()
     assert unknown.json()["error"]["type"] == "UnavailableError"
     assert unknown.headers["Retry-After"] == "5"
