@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help run test test-live fuzz soak chaos lint format lock clean bench
+.PHONY: help run test test-live fuzz soak chaos eval lint format lock clean bench
 
 help:
 	@echo "make run    install, migrate, load defaults and serve web + worker + beat on $(HOST):$(PORT)"
@@ -16,6 +16,7 @@ help:
 	@echo "make test-live  run the tests marked live against the servers of make peers"
 	@echo "make fuzz   schemathesis over the served API schema, against a real server (~3 minutes)"
 	@echo "make soak   make run's zero-setup default under light traffic for 15 minutes (SOAK_SECONDS)"
+	@echo "make eval   classification accuracy per labelled set: rules, learned model, cascade"
 	@echo "make chaos  the fault suite: failing backends, Redis and PostgreSQL stopped, web killed (~5 minutes)"
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make format apply ruff's fixes and formatting"
@@ -56,6 +57,10 @@ fuzz: $(VENV)/.dev-installed
 # scripts/soak.py says what it checks; SOAK_SECONDS shortens or lengthens it.
 soak: $(VENV)/.dev-installed
 	$(PY) scripts/soak.py
+
+# Accuracy and confusion matrices on tests/data (ARGS: set files, --misses, --no-matrix).
+eval: $(VENV)/.dev-installed
+	$(PY) scripts/intent_eval.py $(ARGS)
 
 # scripts/chaos.py says what it checks; it runs its own PostgreSQL and Redis on loopback.
 chaos: $(VENV)/.dev-installed

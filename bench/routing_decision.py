@@ -1,12 +1,15 @@
 """Routing decision in process: classify + score, warm cache, 50 flows on 4 backends.
 
 Prints p50/p99 over 10,000 questions (the labelled sets, cycled). No network,
-no database: the rules are the shipped defaults, the routing state is built
-in memory the way routing.state builds it from the published snapshot.
+no database: the rules are the shipped defaults, the learned classifiers are
+trained on the shipped examples (as load_defaults trains them), and the
+routing state is built in memory the way routing.state builds it from the
+published snapshot. Classification is the whole cascade short of the LLM.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -22,9 +25,11 @@ import django
 django.setup()
 
 from bench.common import questions, summary  # noqa: E402
-from routing.classify import classify_with_context, settle  # noqa: E402
+from routing.classifier import SHIPPED_DIR  # noqa: E402
+from routing.classify import cascade, settle  # noqa: E402
+from routing.learned import LearnedModel, train  # noqa: E402
 from routing.planning import plan  # noqa: E402
-from routing.querytype import below_threshold, classify_query_type  # noqa: E402
+from routing.querytype import below_threshold, type_cascade  # noqa: E402
 from routing.rules import default_rules  # noqa: E402
 from routing.scoring import BackendEntry, FlowEntry, HealthEntry, PolicyValues  # noqa: E402
 from routing.state import RoutingState  # noqa: E402
@@ -60,7 +65,14 @@ def build_state() -> RoutingState:
         health={b.id: HealthEntry(True) for b in backends},
         policy=PolicyValues(),
         rules=default_rules(),
+        intent_model=shipped_model("intents.jsonl", "intent"),
+        type_model=shipped_model("query_types.jsonl", "query_type"),
     )
+
+
+def shipped_model(name: str, label: str) -> LearnedModel:
+    rows = [json.loads(line) for line in (SHIPPED_DIR / name).read_text().splitlines() if line]
+    return train([r["text"] for r in rows], [r[label] for r in rows])
 
 
 def main() -> None:
@@ -73,7 +85,7 @@ def main() -> None:
     for i in range(N + 200):
         question = pool[i % len(pool)]
         started = time.perf_counter()
-        intent = settle(classify_with_context(state.rules, question, [], 0.7), 0.7)
+        intent = settle(cascade(state.rules, state.intent_model, question, [], 0.7), 0.7)
         plan(
             state, tenant_id=None, intent=intent.intent, query_type=None, preference="auto", now=now
         )
@@ -84,15 +96,24 @@ def main() -> None:
     query_type: list[float] = []
     for i in range(N):
         started = time.perf_counter()
-        below_threshold(classify_query_type(state.rules, pool[i % len(pool)]), 0.7)
+        below_threshold(type_cascade(state.rules, state.type_model, pool[i % len(pool)], 0.7), 0.7)
         query_type.append((time.perf_counter() - started) * 1000)
-    print(f"query type by rules (seed 004 AC 5: < 10 ms), ms: {summary(query_type)}")
+    print(f"query type, rules then model (seed 004 AC 5: < 10 ms), ms: {summary(query_type)}")
+    model = state.intent_model
+    if model is None:
+        raise SystemExit("the benchmark needs the learned intent model")
+    alone: list[float] = []
+    for i in range(N):
+        started = time.perf_counter()
+        model.predict(pool[i % len(pool)])
+        alone.append((time.perf_counter() - started) * 1000)
+    print(f"the learned intent model alone, ms: {summary(alone)}")
     with_type: list[float] = []
     for i in range(N):
         question = pool[i % len(pool)]
         started = time.perf_counter()
-        intent = settle(classify_with_context(state.rules, question, [], 0.7), 0.7)
-        decided = below_threshold(classify_query_type(state.rules, question), 0.7)
+        intent = settle(cascade(state.rules, state.intent_model, question, [], 0.7), 0.7)
+        decided = below_threshold(type_cascade(state.rules, state.type_model, question, 0.7), 0.7)
         plan(
             state,
             tenant_id=None,

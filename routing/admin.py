@@ -8,7 +8,17 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from flywheel.admin_base import ReadOnlyAdmin
-from routing.models import Intent, IntentPattern, RoutingPolicy, ScopePattern, Session, Turn
+from routing.models import (
+    ClassifierModel,
+    Intent,
+    IntentExample,
+    IntentPattern,
+    QueryTypeExample,
+    RoutingPolicy,
+    ScopePattern,
+    Session,
+    Turn,
+)
 
 
 class IntentPatternInline(admin.TabularInline):
@@ -36,6 +46,36 @@ class IntentPatternAdmin(admin.ModelAdmin):
     list_filter = ["intent", "kind", "enabled"]
     search_fields = ["pattern", "intent__slug"]
     list_select_related = ["intent"]
+
+
+@admin.register(IntentExample)
+class IntentExampleAdmin(admin.ModelAdmin):
+    """Examples the intent classifier learns from; saving one retrains it (a worker task)."""
+
+    list_display = ["text", "intent", "source", "created_at"]
+    list_filter = ["intent", "source"]
+    search_fields = ["text"]
+    list_select_related = ["intent"]
+    readonly_fields = ["created_at"]
+
+
+@admin.register(QueryTypeExample)
+class QueryTypeExampleAdmin(admin.ModelAdmin):
+    """Examples the query-type classifier learns from; saving one retrains it."""
+
+    list_display = ["text", "query_type", "source", "created_at"]
+    list_filter = ["query_type", "source"]
+    search_fields = ["text"]
+    readonly_fields = ["created_at"]
+
+
+@admin.register(ClassifierModel)
+class ClassifierModelAdmin(ReadOnlyAdmin):
+    """The trained versions; the newest of each kind is in use."""
+
+    list_display = ["__str__", "kind", "examples", "accuracy", "created_at"]
+    list_filter = ["kind"]
+    exclude = ["artefact"]  # the model's numbers: megabytes of JSON
 
 
 @admin.register(ScopePattern)

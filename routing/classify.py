@@ -1,4 +1,4 @@
-"""Intent classification: rules, then conversation context, then (optionally) an LLM.
+"""Intent classification: rules, conversation context, a model learned from examples, an LLM.
 
 Pure functions over plain values: the compiled rules, the session's recent
 turns and the policy's threshold go in; a frozen IntentResult comes out.
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+from routing.learned import LearnedModel
 from routing.rules import IntentRuleSet
 
 FALLBACK_INTENT = "general"
@@ -20,6 +21,9 @@ FALLBACK_INTENT = "general"
 # strong rule (2.5) clears the default 0.7 threshold, a weak one (1.0) does not.
 STRENGTH_SCALE = 1.7
 CONTEXT_CONFIDENCE = 0.75
+# The learned model's answer stands from this probability on (chosen on the tuning sets,
+# dev, holdout and unseen); below it the LLM, if configured, or ``general`` decides.
+MODEL_CONFIDENCE = 0.45
 FOLLOW_UP_MAX_WORDS = 8
 _FOLLOW_UP_START = re.compile(
     r"^\s*(and|also|what about|how about|same|then|but|so|ok(ay)?|now|why|how come|"
@@ -121,6 +125,45 @@ def classify_with_context(
         evidence=(f"follow-up of: {topic.question[:80]}",),
         scores=by_rules.scores,
     )
+
+
+def by_model(
+    model: LearnedModel | None,
+    known: Collection[str],
+    question: str,
+    unsure: IntentResult,
+    threshold: float,
+) -> IntentResult:
+    """The learned model's intent (method "model"), when there is a model and it gives a
+    ``known`` intent at least MODEL_CONFIDENCE; else ``unsure`` (what rules and context
+    said). Its answer then stands, at no less than ``threshold``: the LLM is not asked."""
+    if model is None:
+        return unsure
+    predicted = model.predict(question)
+    if predicted.confidence < MODEL_CONFIDENCE or predicted.label not in known:
+        return unsure
+    return IntentResult(
+        predicted.label,
+        max(predicted.confidence, threshold),
+        "model",
+        (f"model v{model.version}: {predicted.label} at {predicted.confidence:.2f}",),
+        unsure.scores,
+    )
+
+
+def cascade(
+    rules: IntentRuleSet,
+    model: LearnedModel | None,
+    question: str,
+    history: Sequence[Turn],
+    threshold: float,
+) -> IntentResult:
+    """The cascade up to the LLM: rules when confident, the conversation's topic for an
+    unsure follow-up, then the learned model when it is sure enough."""
+    result = classify_with_context(rules, question, history, threshold)
+    if result.confidence < threshold:
+        result = by_model(model, rules.priorities, question, result, threshold)
+    return result
 
 
 def settle(result: IntentResult, threshold: float) -> IntentResult:

@@ -273,6 +273,7 @@ class Turn(models.Model):
 class IntentMethod(models.TextChoices):
     RULES = "rules", "Rules"
     CONTEXT = "context", "Conversation context"
+    MODEL = "model", "Model learned from examples"
     LLM = "llm", "LLM"
     OVERRIDE = "override", "Override"
 
@@ -281,6 +282,78 @@ class QueryType(models.TextChoices):
     GLOBAL = "GLOBAL", "Global"
     LOCAL = "LOCAL", "Local"
     HYBRID = "HYBRID", "Hybrid"
+
+
+class ExampleSource(models.TextChoices):
+    SHIPPED = "shipped", "Shipped with Flywheel"
+    ADMIN = "admin", "Written by an admin"
+    CORRECTION = "correction", "A corrected decision"
+    LLM = "llm", "Labelled by the LLM"
+
+
+class IntentExample(models.Model):
+    """A question labelled with its intent: what the learned classifier learns from."""
+
+    intent = models.ForeignKey(Intent, on_delete=models.CASCADE, related_name="examples")
+    text = models.TextField()
+    source = models.CharField(
+        max_length=20, choices=ExampleSource.choices, default=ExampleSource.ADMIN
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["intent__slug", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["intent", "text"], name="intent_example_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.intent.slug}: {self.text[:60]}"
+
+
+class QueryTypeExample(models.Model):
+    """A question labelled GLOBAL, LOCAL or HYBRID, for the learned query-type classifier."""
+
+    query_type = models.CharField(max_length=10, choices=QueryType.choices)
+    text = models.TextField()
+    source = models.CharField(
+        max_length=20, choices=ExampleSource.choices, default=ExampleSource.ADMIN
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["query_type", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["query_type", "text"], name="query_type_example_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.query_type}: {self.text[:60]}"
+
+
+class ClassifierKind(models.TextChoices):
+    INTENT = "intent", "Intent"
+    QUERY_TYPE = "query_type", "Query type"
+
+
+class ClassifierModel(models.Model):
+    """A classifier trained on the examples (routing.learned), one version per training;
+    every process uses the newest of its kind."""
+
+    kind = models.CharField(max_length=20, choices=ClassifierKind.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+    examples = models.PositiveIntegerField(help_text="How many examples it learned from.")
+    accuracy = models.FloatField(help_text="Cross-validated accuracy on its examples.")
+    labels = models.JSONField(default=list)
+    digest = models.CharField(max_length=64, help_text="Of the examples it learned from.")
+    artefact = models.JSONField(help_text="The fitted model as numbers (routing.learned).")
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["kind", "-id"], name="classifier_kind_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} v{self.pk} ({self.examples} examples, {self.accuracy:.1%})"
 
 
 class RoutingMethod(models.TextChoices):

@@ -19,11 +19,15 @@ from routing import llm
 from routing.classify import (
     IntentResult,
     Turn,
-    classify_with_context,
+    cascade,
     settle,
 )
 from routing.errors import BackendUnavailableError, NoMatchingFlowError
-from routing.querytype import QueryTypeDecision, below_threshold, classify_query_type
+from routing.querytype import (
+    QueryTypeDecision,
+    below_threshold,
+    type_cascade,
+)
 from routing.scoring import (
     BackendEntry,
     Candidate,
@@ -101,7 +105,8 @@ def _labels(state: RoutingState) -> dict[str, str]:
 async def classify_intent(
     state: RoutingState, question: str, history: Sequence[Turn], override: str | None
 ) -> IntentResult:
-    """Intent by override, rules, context or LLM. Raises ValidationError for an unknown override."""
+    """Intent by override, rules, context, learned model or LLM (routing.classify.cascade,
+    then the LLM when still unsure). Raises ValidationError for an unknown override."""
     if override is not None:
         if override not in state.rules.priorities:
             raise ValidationError(
@@ -110,7 +115,7 @@ async def classify_intent(
             )
         return IntentResult(override, 1.0, "override")
     threshold = state.policy.confidence_threshold
-    result = classify_with_context(state.rules, question, history, threshold)
+    result = cascade(state.rules, state.intent_model, question, history, threshold)
     config = llm.llm_config() if state.policy.llm_classification_enabled else None
     if result.confidence < threshold and config is not None:
         label = await llm.llm_intent(
@@ -131,10 +136,10 @@ async def classify_type(state: RoutingState, question: str) -> QueryTypeDecision
 
 
 async def decide_query_type(state: RoutingState, question: str) -> QueryTypeDecision:
-    """Rules, then the LLM when unsure (QUERY_ROUTING_USE_LLM and an LLM configured), then
-    HYBRID if still below QUERY_ROUTING_CONFIDENCE_THRESHOLD."""
-    decision = classify_query_type(state.rules, question)
+    """Rules, then the learned model, then the LLM when unsure (QUERY_ROUTING_USE_LLM and
+    an LLM configured), then HYBRID if still below QUERY_ROUTING_CONFIDENCE_THRESHOLD."""
     threshold = settings.QUERY_ROUTING_CONFIDENCE_THRESHOLD
+    decision = type_cascade(state.rules, state.type_model, question, threshold)
     config = llm.query_type_llm_config()
     if decision.confidence < threshold and config is not None:
         answered = await llm.llm_query_type(config, question)

@@ -1,9 +1,10 @@
 """Query type (seed 004): GLOBAL (corpus-wide), LOCAL (a specific entity or fact) or HYBRID.
 
 Rules first: the weights of matching GLOBAL and LOCAL patterns give a ratio
-and a confidence. Below the confidence threshold the LLM may decide (when
-configured and enabled); otherwise the answer is HYBRID with weights from
-the ratio, never a guess.
+and a confidence. Below the confidence threshold a model learned from
+examples may decide (routing.learned), then the LLM (when configured and
+enabled); otherwise the answer is HYBRID with weights from the ratio, never
+a guess.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from routing.learned import LearnedModel
 from routing.rules import IntentRuleSet
 
 GLOBAL, LOCAL, HYBRID = "GLOBAL", "LOCAL", "HYBRID"
@@ -18,6 +20,8 @@ GLOBAL, LOCAL, HYBRID = "GLOBAL", "LOCAL", "HYBRID"
 DECISIVE_RATIO = 0.7
 STRENGTH_SCALE = 1.0
 NO_MATCH_CONFIDENCE = 0.3
+# The learned model's answer stands from this probability on (three types).
+MODEL_CONFIDENCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,7 @@ class QueryTypeDecision:
     reasoning: str
     global_weight: float
     local_weight: float
-    method: str = "rules"  # rules | llm | fallback
+    method: str = "rules"  # rules | model | llm | fallback
     evidence: dict[str, list[str]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
@@ -75,6 +79,41 @@ def classify_query_type(rules: IntentRuleSet, question: str) -> QueryTypeDecisio
         round(1 - ratio, 4),
         evidence=evidence,
     )
+
+
+def by_model(
+    model: LearnedModel | None, question: str, unsure: QueryTypeDecision, threshold: float
+) -> QueryTypeDecision:
+    """The learned model's query type (method "model"), when there is a model and it is at
+    least MODEL_CONFIDENCE sure; else ``unsure``. Its weights are its probabilities
+    (HYBRID's split evenly), and its answer stands at no less than ``threshold``."""
+    if model is None:
+        return unsure
+    predicted = model.predict(question)
+    if predicted.confidence < MODEL_CONFIDENCE:
+        return unsure
+    p = predicted.probabilities
+    global_weight = round(p.get(GLOBAL, 0.0) + p.get(HYBRID, 0.0) / 2, 4)
+    return QueryTypeDecision(
+        predicted.label,
+        max(predicted.confidence, threshold),
+        f"Learned from examples (model v{model.version}): {predicted.label} at "
+        f"{predicted.confidence:.2f}.",
+        global_weight,
+        round(1 - global_weight, 4),
+        method="model",
+        evidence=unsure.evidence,
+    )
+
+
+def type_cascade(
+    rules: IntentRuleSet, model: LearnedModel | None, question: str, threshold: float
+) -> QueryTypeDecision:
+    """The cascade up to the LLM: rules when confident, then the learned model."""
+    decision = classify_query_type(rules, question)
+    if decision.confidence < threshold:
+        decision = by_model(model, question, decision, threshold)
+    return decision
 
 
 def below_threshold(decision: QueryTypeDecision, threshold: float) -> QueryTypeDecision:

@@ -9,6 +9,7 @@ from django.db import transaction
 from backends.policy import HealthPolicy
 from backends.schedules import schedules_install
 from flywheel.services import tenant_get_or_create_default
+from routing.classifier import examples_load_shipped
 from routing.defaults import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS, DefaultPattern
 from routing.models import Intent, IntentPattern, PatternKind, RoutingPolicy, ScopePattern
 
@@ -20,6 +21,7 @@ class DefaultsReport:
     scope_patterns_created: int
     policy_created: bool
     schedules_created: int
+    examples_created: int = 0
 
 
 def _kind(pattern: DefaultPattern) -> str:
@@ -82,5 +84,10 @@ def defaults_load() -> DefaultsReport:
     _, policy_created = RoutingPolicy.objects.get_or_create(key="default")
     schedules_created = schedules_install()
     return DefaultsReport(
-        intents_created, patterns_created, scope_created, policy_created, schedules_created
+        intents_created,
+        patterns_created,
+        scope_created,
+        policy_created,
+        schedules_created,
+        examples_load_shipped(),
     )

@@ -1,4 +1,4 @@
-"""Keep compiled rules and the policy fresh in every process when an admin edits them.
+"""Keep compiled rules, the policy and the learned classifiers fresh when an admin edits them.
 
 Other processes are told twice: at once, and again when the edit's
 transaction commits. A process told only at once could recompile from the
@@ -8,6 +8,7 @@ new version, until the next edit.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.db import transaction
@@ -15,7 +16,15 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from flywheel.cache import shared_cache
-from routing.models import Intent, IntentPattern, RoutingPolicy, ScopePattern
+from routing.models import (
+    ClassifierKind,
+    Intent,
+    IntentExample,
+    IntentPattern,
+    QueryTypeExample,
+    RoutingPolicy,
+    ScopePattern,
+)
 from routing.rules import intent_rules_changed
 from routing.state import POLICY_KEY
 
@@ -35,3 +44,24 @@ def _policy_changed(sender: type, **kwargs: Any) -> None:
 
     forget_policy()
     transaction.on_commit(forget_policy)
+
+
+logger = logging.getLogger(__name__)
+
+
+@receiver([post_save, post_delete], sender=IntentExample)
+@receiver([post_save, post_delete], sender=QueryTypeExample)
+def _examples_changed(sender: type, **kwargs: Any) -> None:
+    """Retrain once the change commits, on a worker (beat's minutely check catches a
+    change whose task was lost)."""
+    kind = ClassifierKind.INTENT if sender is IntentExample else ClassifierKind.QUERY_TYPE
+
+    def enqueue() -> None:
+        from routing.tasks import train_classifier
+
+        try:
+            train_classifier.delay(kind)
+        except Exception as err:  # the broker is down: beat's check trains later
+            logger.warning("Retraining the %s classifier is left to beat: %s", kind, err)
+
+    transaction.on_commit(enqueue)

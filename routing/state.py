@@ -22,6 +22,9 @@ from backends import snapshot as health_snapshot
 from chatflows import snapshot as flows_snapshot
 from flywheel.cache import shared_cache
 from flywheel.singleflight import SingleFlight
+from routing.classifier import classifier_current
+from routing.learned import LearnedModel
+from routing.models import ClassifierKind
 from routing.rules import IntentRuleSet, intent_rules
 from routing.scoring import BackendEntry, FlowEntry, HealthEntry, Performance, PolicyValues
 
@@ -37,6 +40,8 @@ class RoutingState:
     health: dict[int, HealthEntry]
     policy: PolicyValues
     rules: IntentRuleSet
+    intent_model: LearnedModel | None = None  # learned from examples (routing.classifier)
+    type_model: LearnedModel | None = None
 
     def performance(self, backend_ids: Iterable[int], intent: str) -> dict[int, Performance]:
         """The backends' recent performance for the intent, leaving out what is older
@@ -144,6 +149,8 @@ class _Memo:
                 health=_health(health_snapshot.read_health()),
                 policy=policy_values(),
                 rules=intent_rules(),
+                intent_model=classifier_current(ClassifierKind.INTENT),
+                type_model=classifier_current(ClassifierKind.QUERY_TYPE),
             )
             self._state_at = time.monotonic()
             return self._state

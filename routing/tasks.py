@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from routing.classifier import classifier_train, classifiers_train
 from routing.recording import performance_publish_all
 from routing.state import policy_values
 
@@ -12,3 +13,16 @@ from routing.state import policy_values
 def publish_performance() -> dict[str, int]:
     """Share every recent backend + intent performance aggregate again."""
     return {"published": performance_publish_all(window=policy_values().performance_window)}
+
+
+@shared_task(name="routing.train_classifier")
+def train_classifier(kind: str) -> dict[str, int | None]:
+    """Train ``kind``'s classifier on its examples (enqueued when they change)."""
+    row = classifier_train(kind=kind)
+    return {"version": row.pk if row else None}
+
+
+@shared_task(name="routing.train_classifiers")
+def train_classifiers() -> dict[str, list[int]]:
+    """Train the classifiers whose examples changed since their newest version (beat)."""
+    return {"versions": [row.pk for row in classifiers_train()]}

@@ -13,6 +13,9 @@ export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
 export CACHE_URL=${CACHE_URL:-$REDIS_URL/1}
 export CELERY_BROKER_URL=${CELERY_BROKER_URL:-$REDIS_URL/2}
 export FLYWHEEL_VAR_DIR=${FLYWHEEL_VAR_DIR:-$PWD/var/test}
+# Tasks enqueued by the code (retraining when examples change) run in the test itself:
+# no worker consumes this Redis, which other checkouts share.
+export CELERY_TASK_ALWAYS_EAGER=${CELERY_TASK_ALWAYS_EAGER:-true}
 
 .venv/bin/python scripts/ensure_services.py
 scripts/ensure_browser.sh

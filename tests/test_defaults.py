@@ -9,7 +9,15 @@ from django.core.management import call_command
 from django_celery_beat.models import PeriodicTask
 
 from flywheel.models import Tenant
-from routing.models import Intent, IntentPattern, RoutingPolicy, ScopePattern
+from routing.models import (
+    ClassifierModel,
+    Intent,
+    IntentExample,
+    IntentPattern,
+    QueryTypeExample,
+    RoutingPolicy,
+    ScopePattern,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -24,13 +32,16 @@ SEED_INTENTS = {
 }
 
 
-def _counts() -> tuple[int, int, int, int, int]:
+def _counts() -> tuple[int, ...]:
     return (
         Intent.objects.count(),
         IntentPattern.objects.count(),
         ScopePattern.objects.count(),
         RoutingPolicy.objects.count(),
         Tenant.objects.count(),
+        IntentExample.objects.count(),
+        QueryTypeExample.objects.count(),
+        ClassifierModel.objects.count(),  # the same examples: no new version
     )
 
 
@@ -53,7 +64,10 @@ def test_running_it_twice_changes_nothing() -> None:
     call_command("load_defaults", stdout=out)
 
     assert _counts() == before
-    assert "0 intent(s), 0 pattern(s), 0 scope pattern(s) created; policy kept" in out.getvalue()
+    assert (
+        "0 intent(s), 0 pattern(s), 0 scope pattern(s), 0 example(s) created; policy kept"
+        in out.getvalue()
+    )
 
 
 def test_admin_edits_survive_running_it_again() -> None:
@@ -98,6 +112,7 @@ def test_it_schedules_health_and_discovery_in_the_database() -> None:
         "chatflows.discover_flows": 60,
         "routing.publish_performance": 300,
         "analytics.rollup_decisions": 60,
+        "routing.train_classifiers": 60,
     }
 
 
@@ -107,5 +122,5 @@ def test_schedule_edits_survive_running_it_again() -> None:
 
     call_command("load_defaults", stdout=StringIO())
 
-    assert PeriodicTask.objects.count() == 4
+    assert PeriodicTask.objects.count() == 5
     assert PeriodicTask.objects.get(task="backends.check_health").enabled is False

@@ -1,4 +1,4 @@
-"""Install the default tenant, intents, patterns and routing policy (idempotent)."""
+"""Install the defaults (idempotent) and leave trained classifiers in place."""
 
 from __future__ import annotations
 
@@ -6,17 +6,24 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from routing.classifier import classifiers_train
 from routing.services import defaults_load
 
 
 class Command(BaseCommand):
-    help = "Install the default intents, patterns, scope patterns and routing policy."
+    help = (
+        "Install the default intents, patterns, scope patterns, examples and routing policy, "
+        "and train the classifiers on the examples (no worker needed)."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         report = defaults_load()
         self.stdout.write(
             f"Defaults: {report.intents_created} intent(s), {report.patterns_created} "
-            f"pattern(s), {report.scope_patterns_created} scope pattern(s) created; "
+            f"pattern(s), {report.scope_patterns_created} scope pattern(s), "
+            f"{report.examples_created} example(s) created; "
             f"policy {'created' if report.policy_created else 'kept'}; "
             f"{report.schedules_created} periodic task(s) created."
         )
+        for row in classifiers_train():
+            self.stdout.write(f"Classifier: {row}")
