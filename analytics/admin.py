@@ -8,13 +8,37 @@ configured with. Django lists them under their app, Routing.
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from analytics.models import DecisionRollup, RollupState
 from flywheel.admin_base import ReadOnlyAdmin
-from routing.models import PerformanceRecord, RoutingDecision
+from flywheel.errors import ValidationError
+from routing.models import Intent, PerformanceRecord, RoutingDecision
 from routing.service import trace_path
+from routing.services import decision_correct
+
+# Correcting a decision adds an example the classifier learns from.
+CORRECT_PERMISSION = "routing.add_intentexample"
+
+
+class CorrectionForm(forms.Form):
+    intent = forms.ChoiceField(label="The intent was")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        enabled = Intent.objects.filter(enabled=True).order_by("slug")
+        field = self.fields["intent"]
+        assert isinstance(field, forms.ChoiceField)  # noqa: S101 - declared above
+        field.choices = [(i.slug, f"{i.slug} — {i.name}") for i in enabled]
 
 
 @admin.register(RoutingDecision)
@@ -28,18 +52,70 @@ class RoutingDecisionAdmin(ReadOnlyAdmin):
         "backend",
         "outcome",
         "total_ms",
+        "corrected_intent",
     ]
-    list_filter = ["outcome", "intent", "intent_method", "query_type", "routing_method", "tenant"]
+    list_filter = [
+        "outcome",
+        "intent",
+        "intent_method",
+        "corrected_intent",
+        "query_type",
+        "routing_method",
+        "tenant",
+    ]
     search_fields = ["request_id", "question", "error_type"]
     list_select_related = ["tenant", "backend"]
     date_hierarchy = "created_at"
-    readonly_fields = ["trace"]
+    readonly_fields = ["trace", "correct"]
 
     @admin.display(description="Trace page")
     def trace(self, decision: RoutingDecision) -> str:
         return format_html(
             '<a href="{}">Open the trace of this decision</a>', trace_path(decision.request_id)
         )
+
+    @admin.display(description="Correct the intent")
+    def correct(self, decision: RoutingDecision) -> str:
+        url = reverse("admin:routing_routingdecision_correct", args=[decision.pk])
+        said = f" (corrected to {decision.corrected_intent})" if decision.corrected_intent else ""
+        return format_html('<a href="{}">The intent was not {}…</a>{}', url, decision.intent, said)
+
+    def get_urls(self) -> list[URLPattern]:
+        correct = path(
+            "<int:pk>/correct/",
+            self.admin_site.admin_view(self.correct_view),
+            name="routing_routingdecision_correct",
+        )
+        return [correct, *super().get_urls()]
+
+    def correct_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Say what the intent was: the question becomes a correction example."""
+        if not request.user.has_perm(CORRECT_PERMISSION):
+            raise PermissionDenied
+        decision = get_object_or_404(RoutingDecision, pk=pk)
+        form = CorrectionForm(request.POST or None, initial={"intent": decision.intent})
+        if request.method == "POST" and form.is_valid():
+            try:
+                decision_correct(decision=decision, intent=form.cleaned_data["intent"])
+            except ValidationError as err:
+                form.add_error("intent", err.message)
+            else:
+                self.message_user(
+                    request,
+                    f"Corrected to {decision.corrected_intent}: the question is now an example "
+                    "of it, and the classifier is being retrained.",
+                    messages.SUCCESS,
+                )
+                change = reverse("admin:routing_routingdecision_change", args=[decision.pk])
+                return HttpResponseRedirect(change)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Correct the intent",
+            "decision": decision,
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/flywheel/correct_intent.html", context)
 
 
 @admin.register(PerformanceRecord)

@@ -81,16 +81,24 @@ def examples_load_shipped() -> int:
     return created
 
 
-def _examples(kind: str) -> tuple[list[str], list[str]]:
-    pairs: list[tuple[str, str]]
+# Examples people wrote or corrected: recalled exactly for the very same question.
+PEOPLE = (ExampleSource.ADMIN, ExampleSource.CORRECTION)
+
+
+def _examples(kind: str) -> tuple[list[str], list[str], dict[str, str]]:
+    """Texts and labels, sorted (for a stable digest), and the people's labels."""
+    rows: list[tuple[str, str, str]]
     if kind == ClassifierKind.INTENT:
-        pairs = list(
-            IntentExample.objects.filter(intent__enabled=True).values_list("text", "intent__slug")
+        rows = list(
+            IntentExample.objects.filter(intent__enabled=True).values_list(
+                "text", "intent__slug", "source"
+            )
         )
     else:
-        pairs = list(QueryTypeExample.objects.values_list("text", "query_type"))
-    ordered = sorted(pairs)
-    return [text for text, _ in ordered], [label for _, label in ordered]
+        rows = list(QueryTypeExample.objects.values_list("text", "query_type", "source"))
+    rows.sort()
+    exact = {text: label for text, label, source in rows if source in PEOPLE}
+    return [text for text, _, _ in rows], [label for _, label, _ in rows], exact
 
 
 def _digest(texts: list[str], labels: list[str]) -> str:
@@ -103,15 +111,15 @@ def classifier_train(*, kind: str, force: bool = False) -> ClassifierModel | Non
     Returns the newest version: the existing one when it learned from exactly these
     examples (unless ``force``); None when the examples hold fewer than two labels.
     """
-    texts, labels = _examples(kind)
+    texts, labels, exact = _examples(kind)
     if len(set(labels)) < 2:
         return None
-    digest = _digest(texts, labels)
+    digest = _digest(texts, labels + sorted(exact))
     newest = ClassifierModel.objects.filter(kind=kind).first()
     if newest is not None and newest.digest == digest and not force:
         return newest
     started = time.perf_counter()
-    model = train(texts, labels)
+    model = train(texts, labels, exact=exact)
     with transaction.atomic():
         row = ClassifierModel.objects.create(
             kind=kind,

@@ -158,8 +158,12 @@ def cascade(
     history: Sequence[Turn],
     threshold: float,
 ) -> IntentResult:
-    """The cascade up to the LLM: rules when confident, the conversation's topic for an
-    unsure follow-up, then the learned model when it is sure enough."""
+    """The cascade up to the LLM: a question a person labelled (an admin's example or a
+    corrected decision) gets their label; then rules when confident, the conversation's
+    topic for an unsure follow-up, then the learned model when it is sure enough."""
+    recalled = model.recall(question) if model is not None else None
+    if recalled is not None and recalled in rules.priorities:
+        return IntentResult(recalled, 1.0, "example", ("labelled so by a person",))
     result = classify_with_context(rules, question, history, threshold)
     if result.confidence < threshold:
         result = by_model(model, rules.priorities, question, result, threshold)

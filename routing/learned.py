@@ -22,7 +22,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -91,6 +91,13 @@ class LearnedModel:
     examples: int
     accuracy: float  # cross-validated, on the examples it was trained on
     version: int = 0  # the stored version it was read from (0: not stored)
+    # Questions people labelled themselves (admin examples, corrections), by their
+    # normalised text: for exactly these, the label is known, not predicted.
+    exact: dict[str, str] = field(default_factory=dict)
+
+    def recall(self, text: str) -> str | None:
+        """The label a person gave exactly this question (normalised), if any."""
+        return self.exact.get(normalised(text)) if self.exact else None
 
     def predict(self, text: str) -> Prediction:
         word_columns, word_weights = self.word.features(word_ngrams(text))
@@ -123,6 +130,7 @@ class LearnedModel:
             "intercept": [round(float(v), 6) for v in self.intercept],
             "examples": self.examples,
             "accuracy": self.accuracy,
+            "exact": self.exact,
         }
 
     @classmethod
@@ -139,6 +147,7 @@ class LearnedModel:
             examples=int(data["examples"]),
             accuracy=float(data["accuracy"]),
             version=version,
+            exact=dict(data.get("exact", {})),
         )
 
 
@@ -156,10 +165,23 @@ def _pipeline() -> Any:
     )
 
 
-def train(texts: Sequence[str], labels: Sequence[str], *, folds: int = 5) -> LearnedModel:
+def normalised(text: str) -> str:
+    """A question as exact recall compares it: case, spacing and end punctuation aside."""
+    return " ".join(text.lower().split()).strip(" ?!.")
+
+
+def train(
+    texts: Sequence[str],
+    labels: Sequence[str],
+    *,
+    folds: int = 5,
+    exact: dict[str, str] | None = None,
+) -> LearnedModel:
     """Fit the model on ``texts`` labelled ``labels`` (at least two labels) and measure
     it by ``folds``-fold cross-validation (stratified; fewer folds when a label has
-    fewer examples). Takes about a second for a few hundred examples."""
+    fewer examples). ``exact`` maps questions people labelled to their labels, recalled
+    as they are (see LearnedModel.recall). Takes about a second for a few hundred
+    examples."""
     from sklearn.model_selection import (  # type: ignore[import-untyped]
         StratifiedKFold,
         cross_val_score,
@@ -171,7 +193,9 @@ def train(texts: Sequence[str], labels: Sequence[str], *, folds: int = 5) -> Lea
         splits = StratifiedKFold(min(folds, fewest), shuffle=True, random_state=0)
         accuracy = float(cross_val_score(_pipeline(), list(texts), list(labels), cv=splits).mean())
     pipeline = _pipeline().fit(list(texts), list(labels))
-    return export(pipeline, examples=len(texts), accuracy=round(accuracy, 4))
+    model = export(pipeline, examples=len(texts), accuracy=round(accuracy, 4))
+    recalled = {normalised(text): label for text, label in (exact or {}).items()}
+    return replace(model, exact=recalled)
 
 
 def export(pipeline: Any, *, examples: int, accuracy: float) -> LearnedModel:

@@ -273,6 +273,7 @@ class Turn(models.Model):
 class IntentMethod(models.TextChoices):
     RULES = "rules", "Rules"
     CONTEXT = "context", "Conversation context"
+    EXAMPLE = "example", "A question a person labelled"
     MODEL = "model", "Model learned from examples"
     LLM = "llm", "LLM"
     OVERRIDE = "override", "Override"
@@ -415,6 +416,14 @@ class RoutingDecision(models.Model):
     error_message = models.TextField(
         blank=True, default="", help_text="What the caller was told when no answer came."
     )
+    corrected_intent = models.CharField(
+        max_length=50,
+        blank=True,
+        default="",
+        help_text="The intent an admin said it was (intent keeps what was detected); the "
+        "question became a correction example.",
+    )
+    corrected_at = models.DateTimeField(null=True, blank=True)
     classify_ms = models.FloatField(default=0)
     route_ms = models.FloatField(default=0)
     execute_ms = models.FloatField(default=0)

@@ -92,6 +92,8 @@ class DecisionData:
             "outcome": self.outcome,
             "error_type": self.error_type,
             "error_message": self.error_message,
+            "corrected_intent": "",
+            "corrected_at": None,
             "classify_ms": self.timings.get("classify_ms", 0),
             "route_ms": self.timings.get("route_ms", 0),
             "execute_ms": self.timings.get("execute_ms", 0),

@@ -1,17 +1,28 @@
-"""Routing services that write: installing defaults, reading the policy."""
+"""Routing services that write: installing defaults, reading the policy, corrections."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from backends.policy import HealthPolicy
 from backends.schedules import schedules_install
+from flywheel.errors import ValidationError
 from flywheel.services import tenant_get_or_create_default
 from routing.classifier import examples_load_shipped
 from routing.defaults import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS, DefaultPattern
-from routing.models import Intent, IntentPattern, PatternKind, RoutingPolicy, ScopePattern
+from routing.models import (
+    ExampleSource,
+    Intent,
+    IntentExample,
+    IntentPattern,
+    PatternKind,
+    RoutingDecision,
+    RoutingPolicy,
+    ScopePattern,
+)
 
 
 @dataclass(frozen=True)
@@ -91,3 +102,30 @@ def defaults_load() -> DefaultsReport:
         schedules_created,
         examples_load_shipped(),
     )
+
+
+@transaction.atomic
+def decision_correct(*, decision: RoutingDecision, intent: str) -> RoutingDecision:
+    """Say what ``decision``'s intent really was.
+
+    The decision keeps the intent it detected and records the correction; its
+    question becomes a ``correction`` example of ``intent`` (replacing an earlier
+    correction of the same question), so the classifier is retrained (a worker
+    task, at commit) and the same question gets ``intent`` from then on.
+    Raises ValidationError for an unknown or disabled intent.
+    """
+    target = Intent.objects.filter(slug=intent, enabled=True).first()
+    if target is None:
+        known = sorted(Intent.objects.filter(enabled=True).values_list("slug", flat=True))
+        raise ValidationError(
+            f"Unknown or disabled intent {intent!r}.", details={"intent": intent, "known": known}
+        )
+    IntentExample.objects.filter(text=decision.question, source=ExampleSource.CORRECTION).exclude(
+        intent=target
+    ).delete()
+    IntentExample.objects.update_or_create(
+        intent=target, text=decision.question, defaults={"source": ExampleSource.CORRECTION}
+    )
+    decision.corrected_intent, decision.corrected_at = target.slug, timezone.now()
+    decision.save(update_fields=["corrected_intent", "corrected_at"])
+    return decision

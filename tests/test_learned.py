@@ -9,8 +9,12 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
+from django.test import Client
 
+from flywheel.errors import ValidationError
+from flywheel.models import Tenant
 from routing import classifier
 from routing.classifier import (
     SHIPPED_DIR,
@@ -27,11 +31,12 @@ from routing.models import (
     Intent,
     IntentExample,
     QueryTypeExample,
+    RoutingDecision,
 )
 from routing.planning import classify_intent, decide_query_type
 from routing.querytype import below_threshold, classify_query_type, type_cascade
 from routing.rules import default_rules
-from routing.services import defaults_load
+from routing.services import decision_correct, defaults_load
 from routing.state import forget, routing_state
 
 DATA = Path(__file__).parent / "data"
@@ -235,3 +240,69 @@ def test_query_types_the_rules_miss_are_typed_by_the_model(examples: None) -> No
 
     assert (decision.query_type, decision.method) == ("GLOBAL", "model")
     assert decision.global_weight > decision.local_weight
+
+
+# --- corrections, in the admin -----------------------------------------------------------
+
+
+def _decision(question: str, intent: str) -> RoutingDecision:
+    tenant = Tenant.objects.get(slug="default")
+    return RoutingDecision.objects.create(
+        tenant=tenant, question=question, intent=intent, intent_method="rules", outcome="success"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_correction_in_the_admin_changes_the_next_answer(
+    examples: None, admin_client: Client
+) -> None:
+    classifier_train(kind=ClassifierKind.INTENT)
+    question = "Please review my pull request for the caching layer"
+    decision = _decision(question, "code-review")
+    page = admin_client.get(f"/admin/routing/routingdecision/{decision.pk}/correct/")
+    assert page.status_code == 200
+    assert question in page.content.decode()
+
+    response = admin_client.post(
+        f"/admin/routing/routingdecision/{decision.pk}/correct/", {"intent": "technical-analysis"}
+    )
+
+    assert response.status_code == 302
+    decision.refresh_from_db()
+    assert (decision.intent, decision.corrected_intent) == ("code-review", "technical-analysis")
+    assert decision.corrected_at is not None
+    example = IntentExample.objects.get(text=question)
+    assert (example.intent.slug, example.source) == ("technical-analysis", "correction")
+    forget()  # the routing state a query reads next (the model's version is rechecked)
+    result = async_to_sync(classify_intent)(routing_state(), question, [], None)
+    assert (result.intent, result.method) == ("technical-analysis", "example")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_correcting_again_replaces_the_earlier_correction(examples: None) -> None:
+    decision = _decision("how should we shard the events table", "code-review")
+
+    decision_correct(decision=decision, intent="document-qa")
+    decision_correct(decision=decision, intent="technical-analysis")
+
+    corrections = IntentExample.objects.filter(source="correction")
+    assert [(e.intent.slug, e.text) for e in corrections] == [
+        ("technical-analysis", "how should we shard the events table")
+    ]
+    with pytest.raises(ValidationError):
+        decision_correct(decision=decision, intent="no-such-intent")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_correcting_needs_the_permission_to_add_examples(examples: None, client: Client) -> None:
+    decision = _decision("what is a flywheel", "general")
+    staff = User.objects.create_user("viewer", password="pw-viewer-123", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_routingdecision"))
+    client.force_login(staff)
+
+    response = client.post(
+        f"/admin/routing/routingdecision/{decision.pk}/correct/", {"intent": "document-qa"}
+    )
+
+    assert response.status_code == 403
+    assert not IntentExample.objects.filter(source="correction").exists()
