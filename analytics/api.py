@@ -32,6 +32,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analytics.access import Scope, scope_for_key, scope_for_user
+from analytics.classification import classification_summary
 from analytics.metrics import backends_by_intent, timeseries
 from analytics.models import Granularity
 from analytics.selectors import decision_get, decisions_for
@@ -369,6 +370,58 @@ class TimeseriesView(_RangeView):
             for point in series["buckets"]
         ]
         return Response(CsvTable(columns, rows))
+
+
+class MethodShareSerializer(serializers.Serializer):
+    method = serializers.CharField(help_text="rules, context, example, model, llm or override.")
+    decisions = serializers.IntegerField()
+    share = serializers.FloatField()
+
+
+class CorrectionSerializer(serializers.Serializer):
+    intent = serializers.CharField(help_text="What the cascade said.")
+    corrected_to = serializers.CharField(help_text="What an admin said it was.")
+    decisions = serializers.IntegerField()
+
+
+class ClassifierSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["intent", "query_type"])
+    version = serializers.IntegerField()
+    examples = serializers.IntegerField()
+    accuracy = serializers.FloatField(help_text="Cross-validated on its examples.")
+    trained_at = serializers.DateTimeField()
+
+
+class ClassificationSerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    decisions = serializers.IntegerField(help_text="Decisions with a classified intent.")
+    methods = MethodShareSerializer(many=True)
+    corrections = CorrectionSerializer(many=True)
+    models = ClassifierSerializer(many=True, help_text="The learned classifiers in use.")
+    examples = serializers.DictField(
+        child=serializers.DictField(child=serializers.IntegerField()),
+        help_text="Per classifier, its examples per source (shipped, admin, correction, llm).",
+    )
+
+
+class ClassificationView(_RangeView):
+    """GET /api/v1/analytics/classification?since=&until=."""
+
+    renderer_classes = [JSONRenderer]
+
+    @extend_schema(
+        parameters=[p for p in _RANGE_PARAMETERS if p.name != "intent"],
+        responses={200: ClassificationSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        """Which step of the cascade classified the questions, what admins corrected, and
+        the learned classifiers in use."""
+        params = self._params()
+        found = classification_summary(
+            tenant=reader_scope(request).tenant, since=params["since"], until=params["until"]
+        )
+        return Response(ClassificationSerializer(found).data)
 
 
 class VisualizeView(APIView):

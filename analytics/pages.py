@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from analytics import charts
 from analytics.access import Scope, scope_for_user
+from analytics.classification import classification_summary
 from analytics.health import health_timeline
 from analytics.metrics import overview, totals
 from analytics.rollups import STEP
@@ -148,6 +149,7 @@ def analytics_page(request: HttpRequest) -> HttpResponse:
             health["backends"], start=window.start, end=window.end, step=STEP[window.granularity]
         ),
         "csv_query": urlencode({**csv, "format": "csv"}),
+        "classification": classification_summary(tenant=scope.tenant, since=since),
     }
     return render(request, "pages/analytics.html", context)
 

@@ -65,6 +65,11 @@ api_v1 = [
         "analytics/timeseries", analytics_api.TimeseriesView.as_view(), name="analytics-timeseries"
     ),
     path(
+        "analytics/classification",
+        analytics_api.ClassificationView.as_view(),
+        name="analytics-classification",
+    ),
+    path(
         "visualize/<uuid:session_id>",
         analytics_api.VisualizeView.as_view(),
         name="visualize",

@@ -12,9 +12,11 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.test import Client
+from rest_framework.test import APIClient
 
 from flywheel.errors import ValidationError
 from flywheel.models import Tenant
+from flywheel.services import api_key_create
 from routing import classifier
 from routing.classifier import (
     SHIPPED_DIR,
@@ -306,3 +308,45 @@ def test_correcting_needs_the_permission_to_add_examples(examples: None, client:
 
     assert response.status_code == 403
     assert not IntentExample.objects.filter(source="correction").exists()
+
+
+# --- shown: the analytics API and page ----------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_classification_api_shows_methods_corrections_and_models(
+    examples: None, admin_client: Client
+) -> None:
+    classifier_train(kind=ClassifierKind.INTENT)
+    tenant = Tenant.objects.get(slug="default")
+    for method, n in (("rules", 3), ("model", 1)):
+        for i in range(n):
+            RoutingDecision.objects.create(
+                tenant=tenant,
+                question=f"{method} {i}",
+                intent="general",
+                intent_method=method,
+                outcome="success",
+            )
+    decision_correct(decision=RoutingDecision.objects.get(question="model 0"), intent="summarize")
+    _, key = api_key_create(tenant=tenant, name="reader")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    body = api.get("/api/v1/analytics/classification").json()
+
+    assert body["decisions"] == 4
+    assert body["methods"] == [
+        {"method": "rules", "decisions": 3, "share": 0.75},
+        {"method": "model", "decisions": 1, "share": 0.25},
+    ]
+    assert body["corrections"] == [
+        {"intent": "general", "corrected_to": "summarize", "decisions": 1}
+    ]
+    (intent_model,) = body["models"]
+    assert intent_model["kind"] == "intent"
+    assert intent_model["examples"] == IntentExample.objects.count()  # retrained on it
+    assert body["examples"]["intent"]["correction"] == 1
+    page = admin_client.get("/analytics/").content.decode()
+    assert 'id="classification"' in page
+    assert "Learned intent classifier: version" in page

@@ -30,6 +30,7 @@ ERRORS = {
     ("get", "/api/v1/decisions/{request_id}"): {401, 404, 429},
     ("get", "/api/v1/analytics/backends-by-intent"): {400, 401, 403, 429},
     ("get", "/api/v1/analytics/timeseries"): {400, 401, 403, 429},
+    ("get", "/api/v1/analytics/classification"): {400, 401, 403, 429},
     ("get", "/api/v1/visualize/{session_id}"): {401, 404, 429},
     ("get", "/api/v1/sessions"): {400, 401, 429},
     ("get", "/api/v1/sessions/{session_id}"): {401, 404, 429},
