@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
 
 from flywheel.admin_base import ReadOnlyAdmin
 from routing.models import (
@@ -19,6 +23,8 @@ from routing.models import (
     Session,
     Turn,
 )
+from routing.planning import classification_explain
+from routing.state import forget, routing_state
 
 
 class IntentPatternInline(admin.TabularInline):
@@ -27,17 +33,50 @@ class IntentPatternInline(admin.TabularInline):
     extra = 1
 
 
+class TryForm(forms.Form):
+    question = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), max_length=10000
+    )
+
+
 @admin.register(Intent)
 class IntentAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "enabled", "priority", "pattern_count"]
+    list_display = ["slug", "name", "enabled", "priority", "pattern_count", "example_count"]
     list_filter = ["enabled"]
     search_fields = ["slug", "name", "description", "patterns__pattern"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [IntentPatternInline]
+    change_list_template = "admin/routing/intent/change_list.html"
 
     @admin.display(description="Patterns")
     def pattern_count(self, obj: Intent) -> int:
         return obj.patterns.count()
+
+    @admin.display(description="Examples")
+    def example_count(self, obj: Intent) -> int:
+        return obj.examples.count()
+
+    def get_urls(self) -> list[URLPattern]:
+        attempt = path("try/", self.admin_site.admin_view(self.try_view), name="routing_intent_try")
+        return [attempt, *super().get_urls()]
+
+    def try_view(self, request: HttpRequest) -> HttpResponse:
+        """Try a question: what each step of the cascade says, and why."""
+        if not request.user.has_perm("routing.view_intent"):
+            raise PermissionDenied
+        form = TryForm(request.POST or None)
+        explained = None
+        if request.method == "POST" and form.is_valid():
+            forget()  # the rules and models as they are now, edits included
+            explained = classification_explain(routing_state(), form.cleaned_data["question"])
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Try a question",
+            "form": form,
+            "explained": explained,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/routing/intent/try.html", context)
 
 
 @admin.register(IntentPattern)

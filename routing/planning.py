@@ -11,21 +11,25 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 
 from flywheel.errors import ValidationError
 from routing import llm
 from routing.classify import (
+    MODEL_CONFIDENCE,
     IntentResult,
     Turn,
     cascade,
+    classify_by_rules,
     settle,
 )
 from routing.errors import BackendUnavailableError, NoMatchingFlowError
 from routing.querytype import (
     QueryTypeDecision,
     below_threshold,
+    classify_query_type,
     type_cascade,
 )
 from routing.scoring import (
@@ -381,3 +385,98 @@ def plan_flow(
             details={"backend": backend.name, "flow": flow, "intent": intent},
         )
     return Plan((*first, *rest), "explicit")
+
+
+def classification_explain(state: RoutingState, question: str) -> dict[str, Any]:
+    """What each step of the cascade says of ``question`` on its own (no conversation),
+    and why, without asking the LLM: for the admin's "try a question", before a pattern
+    or an example is saved. Returns {"intent": {...}, "query_type": {...}}, each with
+    its ``steps`` (name, verdict, detail) and the ``answer`` the cascade would give."""
+    threshold = state.policy.confidence_threshold
+    model = state.intent_model
+    steps: list[dict[str, str]] = []
+    recalled = model.recall(question) if model is not None else None
+    steps.append(
+        {
+            "step": "labelled by a person",
+            "verdict": recalled or "—",
+            "detail": "an admin example or a correction of exactly this question"
+            if recalled
+            else "no admin example or correction is this question",
+        }
+    )
+    by_rules = classify_by_rules(state.rules, question)
+    matched = ", ".join(f"{i} {s:g}" for i, s in sorted(by_rules.scores.items())) or "none"
+    steps.append(
+        {
+            "step": "rules",
+            "verdict": f"{by_rules.intent} at {by_rules.confidence:.2f}"
+            + (" (confident)" if by_rules.confidence >= threshold else " (unsure)"),
+            "detail": f"weights per intent: {matched}; patterns: "
+            + ("; ".join(by_rules.evidence) or "none"),
+        }
+    )
+    if model is None:
+        steps.append({"step": "learned model", "verdict": "—", "detail": "no model trained yet"})
+    else:
+        predicted = model.predict(question)
+        top = sorted(predicted.probabilities.items(), key=lambda kv: -kv[1])[:3]
+        sure = predicted.confidence >= MODEL_CONFIDENCE
+        steps.append(
+            {
+                "step": "learned model",
+                "verdict": f"{predicted.label} at {predicted.confidence:.2f}"
+                + (" (sure enough)" if sure else " (unsure)"),
+                "detail": f"v{model.version}, {model.examples} examples; "
+                + ", ".join(f"{label} {p:.2f}" for label, p in top),
+            }
+        )
+    llm_on = state.policy.llm_classification_enabled and llm.llm_config() is not None
+    steps.append(
+        {
+            "step": "LLM",
+            "verdict": "asked when the steps above are unsure" if llm_on else "not configured",
+            "detail": "not asked here" if llm_on else "set LLM_BASE_URL to add this step",
+        }
+    )
+    answer = settle(cascade(state.rules, model, question, [], threshold), threshold)
+    type_threshold = settings.QUERY_ROUTING_CONFIDENCE_THRESHOLD
+    type_rules = classify_query_type(state.rules, question)
+    typed = below_threshold(
+        type_cascade(state.rules, state.type_model, question, type_threshold), type_threshold
+    )
+    type_steps = [
+        {
+            "step": "rules",
+            "verdict": f"{type_rules.query_type} at {type_rules.confidence:.2f}",
+            "detail": type_rules.reasoning,
+        }
+    ]
+    if state.type_model is not None:
+        predicted = state.type_model.predict(question)
+        type_steps.append(
+            {
+                "step": "learned model",
+                "verdict": f"{predicted.label} at {predicted.confidence:.2f}",
+                "detail": ", ".join(f"{k} {v:.2f}" for k, v in predicted.probabilities.items()),
+            }
+        )
+    return {
+        "intent": {
+            "steps": steps,
+            "answer": {
+                "intent": answer.intent,
+                "method": answer.method,
+                "confidence": answer.confidence,
+            },
+        },
+        "query_type": {
+            "steps": type_steps,
+            "answer": {
+                "query_type": typed.query_type,
+                "method": typed.method,
+                "confidence": typed.confidence,
+                "reasoning": typed.reasoning,
+            },
+        },
+    }

@@ -350,3 +350,25 @@ def test_the_classification_api_shows_methods_corrections_and_models(
     page = admin_client.get("/analytics/").content.decode()
     assert 'id="classification"' in page
     assert "Learned intent classifier: version" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_admin_tries_a_question_through_every_step(
+    examples: None, admin_client: Client
+) -> None:
+    classifier_train(kind=ClassifierKind.INTENT)
+    listing = admin_client.get("/admin/routing/intent/").content.decode()
+    assert "/admin/routing/intent/try/" in listing
+
+    response = admin_client.post(
+        "/admin/routing/intent/try/",
+        {"question": "Give me a creative writing prompt about a lighthouse keeper"},
+    )
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Intent: <strong>creative-orientation</strong>" in page
+    for step in ("labelled by a person", "rules", "learned model", "LLM"):
+        assert f"<td>{step}</td>" in page
+    assert "(unsure)" in page  # the rules were; the model decided
+    assert 'id="try-query-type"' in page
