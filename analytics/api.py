@@ -385,7 +385,7 @@ class CorrectionSerializer(serializers.Serializer):
 
 
 class ClassifierSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["intent", "query_type"])
+    kind = serializers.CharField(help_text="intent or query_type.")
     version = serializers.IntegerField()
     examples = serializers.IntegerField()
     accuracy = serializers.FloatField(help_text="Cross-validated on its examples.")

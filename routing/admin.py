@@ -150,7 +150,10 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
                 ]
             },
         ),
-        ("Classification", {"fields": ["confidence_threshold", "llm_classification_enabled"]}),
+        (
+            "Classification",
+            {"fields": ["confidence_threshold", "llm_classification_enabled", "learn_from_llm"]},
+        ),
         ("Cooldown", {"fields": ["cooldown_failures", "cooldown_seconds"]}),
         ("Time", {"fields": ["query_budget_seconds"]}),
         (

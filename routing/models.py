@@ -141,6 +141,11 @@ class RoutingPolicy(models.Model):
         help_text="Attempts older than this no longer count: a backend demoted by its "
         "failures is tried again once they age, and measured again.",
     )
+    learn_from_llm = models.BooleanField(
+        default=False,
+        help_text="Keep the questions the LLM labelled as examples (source: llm) for the "
+        "learned classifier; review and drop them under Intent examples.",
+    )
     exploration_share = models.FloatField(
         default=0.05,
         validators=_unit_interval(),

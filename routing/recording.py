@@ -37,7 +37,15 @@ from chatflows.models import Flow
 from flywheel.cache import shared_cache
 from routing.batch_sql import decisions_insert, storable
 from routing.execution import Attempt
-from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
+from routing.models import (
+    ExampleSource,
+    Intent,
+    IntentExample,
+    PerformanceRecord,
+    RoutingDecision,
+    Session,
+    Turn,
+)
 from routing.scoring import Performance
 from routing.spool import Segment, Spool, spool_directory
 from routing.state import PERFORMANCE_TTL_SECONDS, policy_values, publish_performance
@@ -120,6 +128,7 @@ def decisions_record(batch: Sequence[DecisionData], *, performance_window: int =
         else:
             _orm_insert(batch)
     _share_performance(batch, performance_window)
+    _learn_from_llm(batch)
 
 
 def _share_performance(batch: Sequence[DecisionData], window: int) -> None:
@@ -139,6 +148,32 @@ def _share_performance(batch: Sequence[DecisionData], window: int) -> None:
                 type(err).__name__,
                 err,
             )
+
+
+def _learn_from_llm(batch: Sequence[DecisionData]) -> None:
+    """With the policy's learn_from_llm on, keep what the LLM labelled as examples (beat's
+    minutely check retrains). After the commit: a failure is logged, never raised."""
+    labelled = [d for d in batch if d.intent_method == "llm" and d.intent]
+    if not labelled:
+        return
+    try:
+        if not policy_values().learn_from_llm:
+            return
+        intents = dict(Intent.objects.filter(enabled=True).values_list("slug", "pk"))
+        IntentExample.objects.bulk_create(
+            [
+                IntentExample(
+                    intent_id=intents[d.intent],
+                    text=storable(d.question),
+                    source=ExampleSource.LLM,
+                )
+                for d in labelled
+                if d.intent in intents
+            ],
+            ignore_conflicts=True,
+        )
+    except Exception as err:  # the decisions are stored; an example less
+        logger.warning("LLM labels not kept as examples (%s: %s)", type(err).__name__, err)
 
 
 def _orm_insert(batch: Sequence[DecisionData]) -> None:

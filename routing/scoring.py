@@ -36,6 +36,7 @@ class PolicyValues:
     query_budget_seconds: float = 30.0
     performance_max_age_seconds: float = 60.0
     exploration_share: float = 0.05
+    learn_from_llm: bool = False
 
 
 @dataclass(frozen=True)

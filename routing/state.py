@@ -118,6 +118,7 @@ def policy_values() -> PolicyValues:
             query_budget_seconds=p.query_budget_seconds,
             performance_max_age_seconds=float(p.performance_max_age_seconds),
             exploration_share=p.exploration_share,
+            learn_from_llm=p.learn_from_llm,
         )
         shared_cache().set(POLICY_KEY, values, timeout=300)
     return values

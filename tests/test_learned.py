@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +39,9 @@ from routing.models import (
 )
 from routing.planning import classify_intent, decide_query_type
 from routing.querytype import below_threshold, classify_query_type, type_cascade
+from routing.recording import DecisionData, decisions_record
 from routing.rules import default_rules
-from routing.services import decision_correct, defaults_load
+from routing.services import decision_correct, defaults_load, routing_policy_get
 from routing.state import forget, routing_state
 
 DATA = Path(__file__).parent / "data"
@@ -372,3 +375,31 @@ def test_the_admin_tries_a_question_through_every_step(
         assert f"<td>{step}</td>" in page
     assert "(unsure)" in page  # the rules were; the model decided
     assert 'id="try-query-type"' in page
+
+
+# --- the LLM's labels, behind the policy's switch -----------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("switch", [True, False])
+def test_llm_labels_become_examples_only_with_the_switch_on(examples: None, switch: bool) -> None:
+    policy = routing_policy_get()
+    policy.learn_from_llm = switch
+    policy.save()
+    tenant = Tenant.objects.get(slug="default")
+    labelled = DecisionData(
+        request_id=uuid.uuid4(),
+        tenant_id=tenant.pk,
+        question="thoughts on our setup?",
+        outcome="success",
+        intent="technical-analysis",
+        intent_method="llm",
+    )
+    by_rules = replace(labelled, request_id=uuid.uuid4(), question="hi", intent_method="rules")
+
+    decisions_record([labelled, by_rules])
+
+    kept = IntentExample.objects.filter(source="llm")
+    assert [(e.intent.slug, e.text) for e in kept] == (
+        [("technical-analysis", "thoughts on our setup?")] if switch else []
+    )
