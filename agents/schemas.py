@@ -52,7 +52,9 @@ class Routing(BaseModel):
 
     intent: str
     intent_confidence: float
-    method: str = Field(description="How the intent was found: rules, context, llm or override.")
+    method: str = Field(
+        description="How the intent was found: rules, context, example, model, llm or override."
+    )
     evidence: list[str]
     query_type: dict[str, Any] | None
     routing_method: str = Field(description="auto (intelligent), explicit, or local.")

@@ -38,7 +38,7 @@ CACHE_FAILURES = (RedisError, OSError)
 
 
 class DegradingCache:
-    """A Django cache whose get/get_many/set/set_many/delete never raise a cache failure.
+    """A Django cache whose get/get_many/set/set_many/delete/add never raise a cache failure.
 
     After a failure the cache is left alone for RETRY_SECONDS (reads miss, writes
     are noted), so a Redis that hangs costs one timeout per interval, not one per
@@ -55,6 +55,7 @@ class DegradingCache:
         self._down_until = 0.0  # monotonic; 0 while the cache answers
         self._stale: set[str] = set()  # keys whose write did not land
         self._too_stale = False
+        self._clearing = False  # the stale keys are being deleted: the cache is not read
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -93,6 +94,18 @@ class DegradingCache:
     def delete(self, key: str) -> None:
         self._write(lambda: self.inner.delete(key), [key])
 
+    def add(self, key: str, value: Any, timeout: Any = None) -> bool:
+        """Set ``key`` if it is absent; False if it was there or the cache failed."""
+        if not self._usable():
+            return False
+        try:
+            added = bool(self.inner.add(key, value, timeout))
+        except CACHE_FAILURES as err:
+            self._failed(err)
+            return False
+        self._answered()
+        return added
+
     def _write(self, call: Any, keys: Iterable[str]) -> None:
         if self._usable():
             try:
@@ -106,10 +119,11 @@ class DegradingCache:
 
     # --- state ----------------------------------------------------------------
     def _usable(self) -> bool:
-        """Whether to call the cache now; after an outage, first clear what it missed."""
+        """Whether to call the cache now; after an outage, first clear what it missed
+        (meanwhile, other callers treat the cache as down)."""
         if not self._down_until and not self._stale and not self._too_stale:
             return True
-        if self._down_until and time.monotonic() < self._down_until:
+        if self._clearing or (self._down_until and time.monotonic() < self._down_until):
             return False
         return self._clear_stale()
 
@@ -140,6 +154,9 @@ class DegradingCache:
     def _clear_stale(self) -> bool:
         """Delete the keys whose writes the cache missed, before anyone reads them."""
         with self._lock:
+            if self._clearing:
+                return False
+            self._clearing = True
             stale, self._stale = self._stale, set()
             too_stale, self._too_stale = self._too_stale, False
         try:
@@ -153,6 +170,8 @@ class DegradingCache:
                 self._too_stale = self._too_stale or too_stale
             self._failed(err)
             return False
+        finally:
+            self._clearing = False
         if stale or too_stale:
             logger.warning(
                 "The shared cache missed writes while it was down: %s of its entries "

@@ -131,7 +131,10 @@ QUERY_ANSWER = {
             "properties": {
                 "intent": {"type": "string"},
                 "intent_confidence": {"type": "number"},
-                "method": {"type": "string", "enum": ["rules", "context", "llm", "override"]},
+                "method": {
+                    "type": "string",
+                    "enum": ["rules", "context", "example", "model", "llm", "override"],
+                },
                 "evidence": {"type": "array", "items": {"type": "string"}},
                 "query_type": {"type": "object", "nullable": True},
                 "routing_method": {"type": "string", "enum": ["auto", "explicit", "local"]},
@@ -172,7 +175,7 @@ QUERY_TYPE = {
         "reasoning": {"type": "string"},
         "global_weight": {"type": "number"},
         "local_weight": {"type": "number"},
-        "method": {"type": "string", "enum": ["rules", "llm", "fallback"]},
+        "method": {"type": "string", "enum": ["rules", "model", "llm", "fallback"]},
         "tenant": {"type": "string"},
         "processing_time_ms": {"type": "number"},
     },

@@ -247,7 +247,7 @@ def _authenticated(digest: str, remembered: dict[str, Any] | None) -> ApiKey:
     if stale and remembered is None:  # just read from the database: it answers
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
     elif stale:  # the cache vouches for the key: the request does not wait for the database
-        _key_uses.submit(_note_use, api_key.pk, api_key.prefix, now)
+        _key_uses.submit(_note_use, api_key.pk, api_key.prefix, digest, now)
     if stale:
         api_key.last_used_at = now
     if stale or remembered is None:
@@ -260,9 +260,13 @@ def _authenticated(digest: str, remembered: dict[str, Any] | None) -> ApiKey:
 _key_uses = ThreadPoolExecutor(max_workers=1, thread_name_prefix="key-uses")
 
 
-def _note_use(pk: int, prefix: str, when: datetime) -> None:
+def _note_use(pk: int, prefix: str, digest: str, when: datetime) -> None:
+    """Note a remembered key's use; a key that turns out revoked (its revocation's cache
+    delete was missed, say in a Redis outage) is forgotten, so it stops authenticating."""
     try:
-        ApiKey.objects.filter(pk=pk).update(last_used_at=when)
+        noted = ApiKey.objects.filter(pk=pk, revoked_at__isnull=True).update(last_used_at=when)
+        if not noted:
+            api_key_forget(digest)
     except DATABASE_UNAVAILABLE as err:  # the next use, a minute on, notes it again
         logger.warning("The use of API key %s could not be noted: %s", prefix, err)
     finally:

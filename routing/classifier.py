@@ -115,8 +115,10 @@ def classifier_train(*, kind: str, force: bool = False) -> ClassifierModel | Non
     if len(set(labels)) < 2:
         return None
     digest = _digest(texts, labels + sorted(exact))
-    newest = ClassifierModel.objects.filter(kind=kind).first()
+    newest = ClassifierModel.objects.filter(kind=kind).defer("artefact").first()
     if newest is not None and newest.digest == digest and not force:
+        # Announce it again: a reader that found no number may have set an older one.
+        shared_cache().set(VERSION_KEY.format(kind=kind), newest.pk, timeout=None)
         return newest
     started = time.perf_counter()
     model = train(texts, labels, exact=exact)
@@ -185,9 +187,9 @@ def _announced(kind: str) -> int:
     if isinstance(version, int):
         return version
     newest = ClassifierModel.objects.filter(kind=kind).values_list("pk", flat=True).first()
-    version = newest or 0
-    shared_cache().set(VERSION_KEY.format(kind=kind), version, timeout=None)
-    return version
+    # Only if still absent: a training may have announced a newer version meanwhile.
+    shared_cache().add(VERSION_KEY.format(kind=kind), newest or 0, timeout=None)
+    return newest or 0
 
 
 def _load(version: int) -> LearnedModel | None:

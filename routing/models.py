@@ -8,6 +8,8 @@ import uuid
 from django.core.exceptions import ValidationError
 from django.core.validators import BaseValidator, MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models import F
+from django.db.models.functions import MD5
 
 from backends.models import Backend
 from chatflows.models import Flow
@@ -309,8 +311,9 @@ class IntentExample(models.Model):
 
     class Meta:
         ordering = ["intent__slug", "id"]
+        # On a digest of the text: a question may be longer than an index row can hold.
         constraints = [
-            models.UniqueConstraint(fields=["intent", "text"], name="intent_example_unique")
+            models.UniqueConstraint(F("intent"), MD5("text"), name="intent_example_unique")
         ]
 
     def __str__(self) -> str:
@@ -330,7 +333,7 @@ class QueryTypeExample(models.Model):
     class Meta:
         ordering = ["query_type", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["query_type", "text"], name="query_type_example_unique")
+            models.UniqueConstraint(F("query_type"), MD5("text"), name="query_type_example_unique")
         ]
 
     def __str__(self) -> str:

@@ -328,6 +328,20 @@ class _Job:
 
 # The database is unreachable (down, restarting, its pool exhausted): retry, keep.
 DATABASE_DOWN = (OperationalError, InterfaceError)
+# SQLSTATEs of an unreachable server: connection exceptions, and the server shutting down.
+_UNREACHABLE_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def database_down(err: BaseException) -> bool:
+    """Whether ``err`` says the database cannot be reached (retry the write, keep it
+    spooled) rather than that it refused this write: a deadlock, a timeout or a limit is
+    an OperationalError too, and retrying it forever would wedge the writer."""
+    if isinstance(err, InterfaceError):
+        return True
+    if not isinstance(err, OperationalError):
+        return False
+    state = getattr(err.__cause__, "sqlstate", None)  # None: no server answered at all
+    return state is None or state.startswith(_UNREACHABLE_STATES)
 
 
 class _Writer:
@@ -365,6 +379,7 @@ class _Writer:
         self._started = False
         self._spool: Spool | None = None
         self._outage = threading.Event()  # set while a write finds the database down
+        self._retry_now = threading.Event()  # set by hurry(): retry a waiting batch now
 
     @property
     def spool(self) -> Spool:
@@ -405,6 +420,7 @@ class _Writer:
         """Write what has been gathered now: of one session's thread, or of every thread."""
         if not self._started:
             return
+        self._retry_now.set()
         if session_id is None:
             for q in self._queues:
                 q.put(None)  # None wakes the thread and ends its gathering
@@ -431,6 +447,8 @@ class _Writer:
             try:
                 if batch:
                     self._write(batch)
+            except Exception:  # a bug here must not stop this thread's later writes
+                logger.exception("The decision writer failed on a batch of %d", len(batch))
             finally:
                 for _ in items:
                     q.task_done()
@@ -467,7 +485,8 @@ class _Writer:
                         type(err).__name__,
                         err,
                     )
-                time.sleep(wait)
+                self._retry_now.wait(wait)  # hurry() cuts the wait short
+                self._retry_now.clear()
                 wait = min(wait * 2, self.RETRY_MAX_SECONDS)
                 continue
             finally:
@@ -532,13 +551,13 @@ class _Writer:
 
 def _store(batch: list[DecisionData], window: int, spool: Spool) -> None:
     """Write ``batch``; if the database refuses it as data, write its decisions one by
-    one and set aside the ones it refuses. Raises DATABASE_DOWN errors only."""
+    one and set aside the ones it refuses. Raises only what database_down() calls down."""
     try:
         decisions_record(batch, performance_window=window)
         return
-    except DATABASE_DOWN:
-        raise
-    except Exception:
+    except Exception as err:
+        if database_down(err):
+            raise
         if len(batch) == 1:
             logger.exception("Could not record decision %s; set aside", batch[0].request_id)
             spool.reject(batch[0], sys.exc_info()[1] or RuntimeError())

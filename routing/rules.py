@@ -132,7 +132,7 @@ class _RuleCache:
         rules = self._rules
         if rules is not None and now - self._checked_at < RECHECK_SECONDS:
             return rules
-        version = int(shared_cache().get(VERSION_KEY) or 0)
+        version = _version()
         with self._lock:
             if self._rules is None or self._rules.version != version:
                 self._rules = _compile(version)
@@ -145,6 +145,18 @@ class _RuleCache:
 
 
 _cache = _RuleCache()
+
+
+def _version() -> int:
+    """The rules' version. None is set yet (a fresh cache, or one that was down and
+    cleared what it missed): the first process to look sets a new one, so every
+    process recompiles, edits made meanwhile included (0 while the cache is down)."""
+    cache = shared_cache()
+    version = cache.get(VERSION_KEY)
+    if version is None:
+        cache.add(VERSION_KEY, time.time_ns(), timeout=None)
+        version = cache.get(VERSION_KEY)
+    return int(version or 0)
 
 
 def intent_rules() -> IntentRuleSet:

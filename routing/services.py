@@ -110,8 +110,9 @@ def decision_correct(*, decision: RoutingDecision, intent: str) -> RoutingDecisi
 
     The decision keeps the intent it detected and records the correction; its
     question becomes a ``correction`` example of ``intent`` (replacing an earlier
-    correction of the same question), so the classifier is retrained (a worker
-    task, at commit) and the same question gets ``intent`` from then on.
+    label people gave the same question), so the classifier is retrained (a
+    worker task, at commit) and the same question gets ``intent`` once the new
+    version is in use (seconds; beat's check within a minute without a worker).
     Raises ValidationError for an unknown or disabled intent.
     """
     target = Intent.objects.filter(slug=intent, enabled=True).first()
@@ -120,8 +121,10 @@ def decision_correct(*, decision: RoutingDecision, intent: str) -> RoutingDecisi
         raise ValidationError(
             f"Unknown or disabled intent {intent!r}.", details={"intent": intent, "known": known}
         )
-    IntentExample.objects.filter(text=decision.question, source=ExampleSource.CORRECTION).exclude(
-        intent=target
+    # What people said of this question before (an admin, an earlier correction, the LLM)
+    # gives way; a shipped example stays, and exact recall follows people's labels only.
+    IntentExample.objects.filter(text=decision.question).exclude(intent=target).exclude(
+        source=ExampleSource.SHIPPED
     ).delete()
     IntentExample.objects.update_or_create(
         intent=target, text=decision.question, defaults={"source": ExampleSource.CORRECTION}

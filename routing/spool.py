@@ -178,11 +178,15 @@ class Spool:
             return sum(s.appended - s.settled for s in self._open.values())
 
     def reject(self, data: DecisionData, error: BaseException) -> None:
-        """Set ``data`` aside: the database refused it as data, not as an outage."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Set ``data`` aside: the database refused it as data, not as an outage. If the
+        spool cannot be written either, say so in the log (never raises)."""
         entry = {"error": f"{type(error).__name__}: {error}", "decision": json.loads(encode(data))}
-        with (self.directory / REJECTED).open("a", encoding="ascii") as file:
-            file.write(json.dumps(entry, default=str) + "\n")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with (self.directory / REJECTED).open("a", encoding="ascii") as file:
+                file.write(json.dumps(entry, default=str) + "\n")
+        except OSError as err:
+            logger.error("Decision %s refused and not set aside: %s", data.request_id, err)
 
     # --- what other processes left -----------------------------------------------
     def replay(self, write: Callable[[Sequence[DecisionData]], None]) -> int:
@@ -193,7 +197,7 @@ class Spool:
             return 0
         replayed = 0
         for path in sorted(self.directory.glob(f"*{SEGMENT_SUFFIX}")):
-            if path in self._open:
+            if path in self._open or path.name == REJECTED:
                 continue
             replayed += self._replay_one(path, write)
         return replayed

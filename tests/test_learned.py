@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
+from flywheel.cache import shared_cache
 from flywheel.errors import ValidationError
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
@@ -403,3 +404,34 @@ def test_llm_labels_become_examples_only_with_the_switch_on(examples: None, swit
     assert [(e.intent.slug, e.text) for e in kept] == (
         [("technical-analysis", "thoughts on our setup?")] if switch else []
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_announcement_is_corrected_by_the_next_check(examples: None) -> None:
+    first = classifier_train(kind=ClassifierKind.INTENT)
+    assert first is not None
+    # A reader that found no number announced the version it read before a training.
+    shared_cache().set(classifier.VERSION_KEY.format(kind="intent"), first.pk - 1, None)
+
+    again = classifier_train(kind=ClassifierKind.INTENT)  # beat's check: no new examples
+
+    assert again == first
+    current = classifier_current(ClassifierKind.INTENT)
+    assert current is not None
+    assert current.version == first.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_correction_overrides_what_people_said_before_even_of_a_long_question(
+    examples: None,
+) -> None:
+    question = "why is the cache slow " * 400  # beyond what an index row could hold
+    IntentExample.objects.create(
+        intent=Intent.objects.get(slug="document-qa"), text=question, source=ExampleSource.ADMIN
+    )
+    decision = _decision(question, "document-qa")
+
+    decision_correct(decision=decision, intent="technical-analysis")
+
+    kept = IntentExample.objects.filter(text=question)
+    assert [(e.intent.slug, e.source) for e in kept] == [("technical-analysis", "correction")]

@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection, connections
 from django.db.backends.postgresql.base import DatabaseWrapper
 from django.test import override_settings
+from django.utils import timezone
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from flywheel import services
@@ -23,6 +24,7 @@ from flywheel.asgi import application
 from flywheel.asyncdb import db
 from flywheel.cache import DegradingCache, shared_cache
 from flywheel.errors import AuthenticationError
+from flywheel.models import ApiKey
 from flywheel.services import (
     api_key_authenticate,
     api_key_recall,
@@ -30,8 +32,11 @@ from flywheel.services import (
     api_key_uses_settle,
     api_keys_forget_memo,
 )
-from routing.models import RoutingDecision, Turn
+from routing import rules
+from routing.classify import classify_by_rules
+from routing.models import Intent, IntentPattern, RoutingDecision, Turn
 from routing.recording import drain
+from routing.services import defaults_load
 from routing.sessions import SESSION_KEY, session_cached
 from tests.routing_world import World
 
@@ -249,3 +254,49 @@ async def test_with_the_database_down_a_recent_key_is_answered_and_recorded_late
         lambda: list(RoutingDecision.objects.order_by("id").values_list("outcome", "error_type"))
     )()
     assert sorted(outcomes) == [("failed", "UnavailableError"), ("success", ""), ("success", "")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rules_edit_during_an_outage_reaches_every_process_after_it(
+    switchable_cache: _Switchable,
+) -> None:
+    defaults_load()
+    here, elsewhere = rules._cache, rules._RuleCache()  # two processes' compiled rules
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(rules, "RECHECK_SECONDS", 0.0)
+    try:
+        before = elsewhere.get()
+        assert classify_by_rules(before, "flywheel-outage-word please").intent != "summarize"
+        switchable_cache.down = True
+        elsewhere.get()  # compiles during the outage, before the edit
+        IntentPattern.objects.create(
+            intent=Intent.objects.get(slug="summarize"), kind="keyword",
+            pattern="flywheel-outage-word", weight=3.0,
+        )  # fmt: skip
+        here.get()
+        switchable_cache.down = False
+
+        shared_cache().get("flywheel:probe")  # this process clears the version it missed
+        compiled = elsewhere.get()
+    finally:
+        monkeypatch.undo()
+
+    assert classify_by_rules(compiled, "flywheel-outage-word please").intent == "summarize"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_revoked_while_the_cache_missed_it_stops_at_its_next_noted_use(
+    raw_api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api_key = api_key_authenticate(raw_key=raw_api_key)  # remembered in the cache
+    ApiKey.objects.filter(pk=api_key.pk).update(revoked_at=timezone.now())  # delete missed
+    monkeypatch.setattr(services, "LAST_USED_RESOLUTION", timedelta(0))
+    api_keys_forget_memo()
+
+    api_key_authenticate(raw_key=raw_api_key)  # the cache still vouches for it, once
+    api_key_uses_settle()  # noting its use finds it revoked, and forgets it
+    api_keys_forget_memo()
+
+    assert api_key_recall(raw_key=raw_api_key) is None
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_api_key)

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.backends.postgresql.base import DatabaseWrapper
 
 from flywheel.models import Tenant
@@ -42,7 +42,8 @@ def decision(tenant_id: int, **fields: Any) -> DecisionData:
 
 
 def spooled(directory: Path) -> list[DecisionData]:
-    return [decode(line) for path in directory.glob("*.jsonl") for line in path.open("rb")]
+    segments = [p for p in directory.glob("*.jsonl") if p.name != REJECTED]
+    return [decode(line) for path in segments for line in path.open("rb")]
 
 
 def test_a_decision_is_on_disk_before_record_later_returns(tenant: Tenant) -> None:
@@ -227,3 +228,59 @@ def test_a_spool_that_cannot_be_written_costs_durability_not_the_decision(
 
     assert RoutingDecision.objects.filter(request_id=data.request_id).exists()
     assert f"Decision {data.request_id} could not be spooled" in caplog.text
+
+
+def test_a_set_aside_decision_is_not_replayed_away(tenant: Tenant) -> None:
+    orphan = decision(999_999_998)  # its tenant does not exist
+    record_later(orphan, performance_window=10)
+    drain()
+    rejected = decision_spool().directory / REJECTED
+    assert str(orphan.request_id) in rejected.read_text()
+
+    spooled_replay()
+
+    assert str(orphan.request_id) in rejected.read_text()
+
+
+def test_a_failing_batch_does_not_stop_its_writer_thread(
+    tenant: Tenant, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = recording._store
+    calls = {"n": 0}
+
+    def broken_once(batch: Any, window: int, spool: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("a bug in the writer")
+        real(batch, window, spool)
+
+    monkeypatch.setattr(recording, "_store", broken_once)
+    first, second = decision(tenant.pk), decision(tenant.pk)
+    record_later(first, performance_window=10)
+    drain()
+    record_later(second, performance_window=10)
+    drain()
+
+    assert "The decision writer failed on a batch" in caplog.text
+    assert RoutingDecision.objects.filter(request_id=second.request_id).exists()
+
+
+def test_only_an_unreachable_database_is_waited_out() -> None:
+    class Cause(Exception):
+        def __init__(self, sqlstate: str | None) -> None:
+            super().__init__(sqlstate)
+            self.sqlstate = sqlstate
+
+    def operational(sqlstate: str | None) -> OperationalError:
+        err = OperationalError("x")
+        err.__cause__ = Cause(sqlstate)
+        return err
+
+    database_down = recording.database_down
+    assert database_down(operational(None))  # refused, pool timeout: no server answered
+    assert database_down(operational("08006"))  # connection failure
+    assert database_down(operational("57P01"))  # the server is shutting down
+    assert not database_down(operational("40P01"))  # a deadlock: this write, not an outage
+    assert not database_down(operational("54000"))  # a limit exceeded
+    assert database_down(InterfaceError("connection already closed"))
+    assert not database_down(ValueError("x"))
