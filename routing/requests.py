@@ -81,6 +81,8 @@ def _check_parameters(parameters: Any, errors: dict[str, str]) -> dict[str, Any]
     stream = parameters.get("stream")
     if stream is not None and not isinstance(stream, bool):
         errors["parameters.stream"] = "Must be true or false."
+    if "tweaks" in parameters and not isinstance(parameters["tweaks"], dict):
+        errors["parameters.tweaks"] = "Must be an object (Langflow's tweaks, per component)."
     # Checked where it sits in a query, so the depth counts as it does in a REST body.
     problem = json_problem({"parameters": parameters})
     if problem is not None:  # from a door that did not parse JSON (a command, a tool)

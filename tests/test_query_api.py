@@ -55,6 +55,8 @@ def test_a_question_is_answered_with_an_absolute_trace_url(
         ({"question": "q", "parameters": {"stream": "yes"}}, "parameters.stream"),
         ({"question": "q", "parameters": {"temperature": True}}, "parameters.temperature"),
         ({"question": "q", "parameters": {"max_tokens": 2.5}}, "parameters.max_tokens"),
+        ({"question": "q", "parameters": {"tweaks": "ChatInput-1"}}, "parameters.tweaks"),
+        ({"question": "q", "parameters": {"tweaks": None}}, "parameters.tweaks"),
     ],
 )
 @pytest.mark.parametrize("path", ["/api/v1/query", "/api/v1/route"])
