@@ -84,12 +84,13 @@ def peak_rss_mb(pid: int) -> float:
     return total_kb / 1024
 
 
-def manage(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
-    """``manage.py ARGS`` with ``env`` over this process's environment; its stdout."""
+def manage(env: dict[str, str], *args: str, stdin: str | None = None, inherit: bool = True) -> str:
+    """``manage.py ARGS`` with ``env`` over this process's environment (or, with
+    ``inherit`` off, ``env`` alone); its stdout."""
     result = subprocess.run(  # noqa: S603
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env={**os.environ, **env},
+        env={**os.environ, **env} if inherit else env,
         input=stdin,
         capture_output=True,
         text=True,

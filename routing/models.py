@@ -299,15 +299,23 @@ class ExampleSource(models.TextChoices):
     LLM = "llm", "Labelled by the LLM"
 
 
-class IntentExample(models.Model):
-    """A question labelled with its intent: what the learned classifier learns from."""
+class _Example(models.Model):
+    """A labelled question the learned classifiers learn from (routing.classifier)."""
 
-    intent = models.ForeignKey(Intent, on_delete=models.CASCADE, related_name="examples")
     text = models.TextField()
     source = models.CharField(
         max_length=20, choices=ExampleSource.choices, default=ExampleSource.ADMIN
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+
+class IntentExample(_Example):
+    """A question labelled with its intent."""
+
+    intent = models.ForeignKey(Intent, on_delete=models.CASCADE, related_name="examples")
 
     class Meta:
         ordering = ["intent__slug", "id"]
@@ -320,15 +328,10 @@ class IntentExample(models.Model):
         return f"{self.intent.slug}: {self.text[:60]}"
 
 
-class QueryTypeExample(models.Model):
-    """A question labelled GLOBAL, LOCAL or HYBRID, for the learned query-type classifier."""
+class QueryTypeExample(_Example):
+    """A question labelled GLOBAL, LOCAL or HYBRID."""
 
     query_type = models.CharField(max_length=10, choices=QueryType.choices)
-    text = models.TextField()
-    source = models.CharField(
-        max_length=20, choices=ExampleSource.choices, default=ExampleSource.ADMIN
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["query_type", "id"]

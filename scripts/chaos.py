@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, free_port, percentile, wait_for
+from bench.common import ROOT, free_port, manage, percentile, wait_for
 from bench.loadgen import HttpConnection
 
 PG_BIN = Path("/usr/lib/postgresql")
@@ -292,7 +292,7 @@ class Suite:
         self.key = ""
 
     def manage(self, *args: str, stdin: str | None = None) -> str:
-        return run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, input=stdin)
+        return manage(self.env, *args, stdin=stdin, inherit=False)
 
     def setup(self) -> None:
         self.pg.start()

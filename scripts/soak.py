@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, free_port, percentile, start
+from bench.common import ROOT, free_port, manage, percentile, start
 from bench.loadgen import HttpConnection
 
 FLOW = "45caf39e-e0a3-490e-bca4-4b9fb16a7db2"  # the stand-in's first chatflow
@@ -53,18 +53,6 @@ def zero_setup_env(var: Path, port: int) -> dict[str, str]:
         "FLYWHEEL_BACKEND_ALLOWED_NETWORKS": "127.0.0.0/8",
     }
     return env
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(  # noqa: S603 - our own interpreter and manage.py
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 class Database:
@@ -172,11 +160,11 @@ def main() -> int:
     db = Database(var / "flywheel.sqlite3")
     log = (var / "run.log").open("w")
 
-    manage(env, "migrate", "--noinput", "-v", "0")
-    key = manage(env, "create_api_key", "--name", "soak")
+    manage(env, "migrate", "--noinput", "-v", "0", inherit=False)
+    key = manage(env, "create_api_key", "--name", "soak", inherit=False)
     standin = start(["bench/standin.py", str(standin_port), "0"])
     manage(env, "add_backend", "--name", "standin", "--kind", "flowise",
-           "--url", f"http://127.0.0.1:{standin_port}")  # fmt: skip
+           "--url", f"http://127.0.0.1:{standin_port}", inherit=False)  # fmt: skip
     run = subprocess.Popen(  # noqa: S603 - the project's own script
         [str(ROOT / "scripts/run.sh")],
         cwd=ROOT,
