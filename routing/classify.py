@@ -24,6 +24,8 @@ CONTEXT_CONFIDENCE = 0.75
 # The learned model's answer stands from this probability on (chosen on the tuning sets,
 # dev, holdout and unseen); below it the LLM, if configured, or ``general`` decides.
 MODEL_CONFIDENCE = 0.45
+# Too few words to learn from: "test" or "question 7" get no label from the model.
+MODEL_MIN_WORDS = 3
 FOLLOW_UP_MAX_WORDS = 8
 _FOLLOW_UP_START = re.compile(
     r"^\s*(and|also|what about|how about|same|then|but|so|ok(ay)?|now|why|how come|"
@@ -31,6 +33,7 @@ _FOLLOW_UP_START = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"\w+")
+_TOKEN = re.compile(r"\w\w+")  # a word as the model counts it: two characters or more
 
 
 @dataclass(frozen=True)
@@ -134,10 +137,11 @@ def by_model(
     unsure: IntentResult,
     threshold: float,
 ) -> IntentResult:
-    """The learned model's intent (method "model"), when there is a model and it gives a
-    ``known`` intent at least MODEL_CONFIDENCE; else ``unsure`` (what rules and context
-    said). Its answer then stands, at no less than ``threshold``: the LLM is not asked."""
-    if model is None:
+    """The learned model's intent (method "model"), when there is a model, the question
+    has at least MODEL_MIN_WORDS words and the model gives a ``known`` intent at least
+    MODEL_CONFIDENCE; else ``unsure`` (what rules and context said). Its answer then
+    stands, at no less than ``threshold``: the LLM is not asked."""
+    if model is None or len(_TOKEN.findall(question)) < MODEL_MIN_WORDS:
         return unsure
     predicted = model.predict(question)
     if predicted.confidence < MODEL_CONFIDENCE or predicted.label not in known:
