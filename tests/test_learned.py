@@ -37,6 +37,7 @@ from routing.models import (
     IntentExample,
     QueryTypeExample,
     RoutingDecision,
+    ScopePattern,
 )
 from routing.planning import classify_intent, decide_query_type
 from routing.querytype import below_threshold, classify_query_type, type_cascade
@@ -138,11 +139,12 @@ def test_the_cascade_labels_at_least_92_percent_and_never_less_than_rules_alone(
     assert by_cascade / len(labelled) >= 0.92
 
 
-def test_query_types_are_labelled_well_above_rules_alone(
-    shipped: dict[str, LearnedModel],
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("querytype_*.jsonl")))
+def test_query_types_are_labelled_at_least_90_percent_and_well_above_rules_alone(
+    name: str, shipped: dict[str, LearnedModel]
 ) -> None:
     rules, model = default_rules(), shipped["query_type"]
-    labelled = rows(DATA / "querytype_eval.jsonl")
+    labelled = rows(DATA / name)
     assert len(labelled) >= 100
 
     def accuracy(decide: Any) -> float:
@@ -155,11 +157,7 @@ def test_query_types_are_labelled_well_above_rules_alone(
     by_rules = accuracy(lambda q: classify_query_type(rules, q))
     by_cascade = accuracy(lambda q: type_cascade(rules, model, q, THRESHOLD))
     assert by_cascade >= by_rules + 0.3
-    assert by_cascade >= QUERY_TYPE_TARGET
-
-
-# The target is 0.90: the cascade reaches 0.89 (the model alone 0.925), see README (make eval).
-QUERY_TYPE_TARGET = 0.85
+    assert by_cascade >= 0.90
 
 
 # --- versions, in every process ----------------------------------------------------------
@@ -271,6 +269,33 @@ def test_query_types_the_rules_miss_are_typed_by_the_model(examples: None) -> No
 
     assert (decision.query_type, decision.method) == ("GLOBAL", "model")
     assert decision.global_weight > decision.local_weight
+
+
+RANKED = "Where does the Denver warehouse rank among all our sites for late shipments?"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_surer_model_overrules_a_generic_pattern(examples: None) -> None:
+    classifier_train(kind=ClassifierKind.QUERY_TYPE)
+    forget()
+    by_rules = classify_query_type(routing_state().rules, RANKED)  # "where does": LOCAL
+
+    decision = async_to_sync(decide_query_type)(routing_state(), RANKED)
+
+    assert (by_rules.query_type, by_rules.confidence >= THRESHOLD) == ("LOCAL", True)
+    assert (decision.query_type, decision.method) == ("HYBRID", "model")
+    assert f"The rules said LOCAL at {by_rules.confidence:.2f}" in decision.reasoning
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pattern_weighted_high_still_wins_over_the_model(examples: None) -> None:
+    classifier_train(kind=ClassifierKind.QUERY_TYPE)
+    ScopePattern.objects.create(scope="local", kind="keyword", pattern="denver", weight=5.0)
+    forget()
+
+    decision = async_to_sync(decide_query_type)(routing_state(), RANKED)
+
+    assert (decision.query_type, decision.method) == ("LOCAL", "rules")
 
 
 # --- corrections, in the admin -----------------------------------------------------------
