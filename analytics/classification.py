@@ -22,7 +22,7 @@ def classification_summary(
     """Over a range (the last 24 hours by default; ``tenant`` None: every tenant):
 
     - ``methods``: the decisions per classification method (rules, context, example,
-      model, llm, override), with their share;
+      model, llm, override, default: nothing was sure), with their share;
     - ``corrections``: per detected intent, what admins corrected it to and how often;
     - ``models``: the learned classifier in use per kind (version, examples,
       cross-validated accuracy, when it was trained);

@@ -252,6 +252,13 @@ LLM_API_KEY = read("LLM_API_KEY", str, "")
 LLM_MODEL = read("LLM_MODEL", str, "gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = read("LLM_TIMEOUT_SECONDS", as_positive_float, 2.0)
 
+# Optional: nearest examples by embedding vote with the learned classifiers, through any
+# OpenAI-compatible /embeddings endpoint. Unset: the learned model alone.
+EMBEDDINGS_BASE_URL = read("EMBEDDINGS_BASE_URL", as_url, "")
+EMBEDDINGS_API_KEY = read("EMBEDDINGS_API_KEY", str, "")
+EMBEDDINGS_MODEL = read("EMBEDDINGS_MODEL", str, "text-embedding-3-small")
+EMBEDDINGS_TIMEOUT_SECONDS = read("EMBEDDINGS_TIMEOUT_SECONDS", as_positive_float, 1.0)
+
 # The chat model Flowise's AgentFlow V2 generator uses (seed 003's generate_agentflow_v2):
 # Flowise's ``selectedChatModel``, e.g. {"name": "chatOpenAI", "inputs": {"modelName":
 # "gpt-4o-mini", "credential": "<a Flowise credential id>"}}. It is sent only to shared

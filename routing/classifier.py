@@ -22,12 +22,14 @@ import json
 import logging
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from django.db import transaction
 
 from flywheel.cache import shared_cache
-from routing.learned import LearnedModel, train
+from routing.embeddings import embeddings_config, examples_embed
+from routing.learned import LearnedModel, neighbours_of, train
 from routing.models import (
     ClassifierKind,
     ClassifierModel,
@@ -114,7 +116,9 @@ def classifier_train(*, kind: str, force: bool = False) -> ClassifierModel | Non
     texts, labels, exact = _examples(kind)
     if len(set(labels)) < 2:
         return None
-    digest = _digest(texts, labels + sorted(exact))
+    config = embeddings_config()
+    by_embedding = [config.model] if config is not None else []
+    digest = _digest(texts, labels + sorted(exact) + by_embedding)
     newest = ClassifierModel.objects.filter(kind=kind).defer("artefact").first()
     if newest is not None and newest.digest == digest and not force:
         # Announce it again: a reader that found no number may have set an older one.
@@ -122,6 +126,13 @@ def classifier_train(*, kind: str, force: bool = False) -> ClassifierModel | Non
         return newest
     started = time.perf_counter()
     model = train(texts, labels, exact=exact)
+    if config is not None:
+        vectors = examples_embed(config, texts)
+        if vectors is None:  # learned without them: the next check tries again
+            digest = _digest(texts, labels + sorted(exact))
+        else:
+            indices = [model.labels.index(label) for label in labels]
+            model = replace(model, neighbours=neighbours_of(config.model, vectors, indices))
     with transaction.atomic():
         row = ClassifierModel.objects.create(
             kind=kind,

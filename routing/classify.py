@@ -13,6 +13,8 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from routing.learned import LearnedModel
 from routing.rules import IntentRuleSet
 
@@ -49,7 +51,7 @@ class Turn:
 class IntentResult:
     intent: str
     confidence: float
-    method: str  # rules | context | llm | override
+    method: str  # example | rules | context | model | llm | override | default
     evidence: tuple[str, ...] = field(default_factory=tuple)
     scores: dict[str, float] = field(default_factory=dict)
 
@@ -136,21 +138,24 @@ def by_model(
     question: str,
     unsure: IntentResult,
     threshold: float,
+    vector: np.ndarray | None = None,
 ) -> IntentResult:
     """The learned model's intent (method "model"), when there is a model, the question
     has at least MODEL_MIN_WORDS words and the model gives a ``known`` intent at least
     MODEL_CONFIDENCE; else ``unsure`` (what rules and context said). Its answer then
-    stands, at no less than ``threshold``: the LLM is not asked."""
+    stands, at no less than ``threshold``: the LLM is not asked. With the question's
+    embedding ``vector``, the nearest examples vote too (routing.embeddings)."""
     if model is None or len(_TOKEN.findall(question)) < MODEL_MIN_WORDS:
         return unsure
-    predicted = model.predict(question)
+    predicted = model.predict(question, vector)
     if predicted.confidence < MODEL_CONFIDENCE or predicted.label not in known:
         return unsure
+    voted = " with the nearest examples" if predicted.voted else ""
     return IntentResult(
         predicted.label,
         max(predicted.confidence, threshold),
         "model",
-        (f"model v{model.version}: {predicted.label} at {predicted.confidence:.2f}",),
+        (f"model v{model.version}{voted}: {predicted.label} at {predicted.confidence:.2f}",),
         unsure.scores,
     )
 
@@ -161,6 +166,7 @@ def cascade(
     question: str,
     history: Sequence[Turn],
     threshold: float,
+    vector: np.ndarray | None = None,
 ) -> IntentResult:
     """The cascade up to the LLM: a question a person labelled (an admin's example or a
     corrected decision) gets their label; then rules when confident, the conversation's
@@ -170,18 +176,16 @@ def cascade(
         return IntentResult(recalled, 1.0, "example", ("labelled so by a person",))
     result = classify_with_context(rules, question, history, threshold)
     if result.confidence < threshold:
-        result = by_model(model, rules.priorities, question, result, threshold)
+        result = by_model(model, rules.priorities, question, result, threshold, vector)
     return result
 
 
 def settle(result: IntentResult, threshold: float) -> IntentResult:
-    """Below the threshold, and with nothing better to ask, the answer is ``general``."""
-    if result.confidence >= threshold or result.intent == FALLBACK_INTENT:
+    """Below the threshold, and with nothing better to ask, the answer is ``general`` by
+    method "default": no step was sure."""
+    if result.confidence >= threshold:
         return result
-    return IntentResult(
-        FALLBACK_INTENT,
-        result.confidence,
-        result.method,
-        (f"below threshold: {result.intent} at {result.confidence:.2f}", *result.evidence),
-        result.scores,
-    )
+    evidence = result.evidence
+    if result.intent != FALLBACK_INTENT:
+        evidence = (f"below threshold: {result.intent} at {result.confidence:.2f}", *evidence)
+    return IntentResult(FALLBACK_INTENT, result.confidence, "default", evidence, result.scores)

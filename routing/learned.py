@@ -30,6 +30,7 @@ import numpy as np
 WORD_NGRAMS = (1, 2)
 CHAR_NGRAMS = (2, 4)
 REGULARISATION = 10.0  # LogisticRegression's C: the examples are few and short
+NEAREST = 5  # examples that vote when embeddings are configured
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token pattern
 _SPACES = re.compile(r"\s\s+")
 
@@ -79,6 +80,30 @@ class Prediction:
     label: str
     confidence: float
     probabilities: dict[str, float]
+    voted: bool = False  # the nearest examples by embedding voted too
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The examples' embeddings (optional, routing.embeddings): unit rows, with the index
+    of each one's label among the model's labels, and the embedding model they came from."""
+
+    model: str
+    vectors: np.ndarray  # examples x dimensions, each row of norm 1
+    labels: np.ndarray  # examples, an index into LearnedModel.labels
+
+    def vote(self, vector: np.ndarray, classes: int) -> np.ndarray | None:
+        """Per label, the share of the NEAREST examples' cosine similarity to ``vector``
+        (a unit vector); None when it has another dimension or nothing is similar."""
+        if vector.shape != self.vectors.shape[1:]:
+            return None
+        similarity = self.vectors @ vector
+        nearest = np.argsort(similarity)[::-1][:NEAREST]
+        weights = np.clip(similarity[nearest], 0.0, None)
+        if weights.sum() <= 0:
+            return None
+        votes = np.bincount(self.labels[nearest], weights=weights, minlength=classes)
+        return votes / votes.sum()
 
 
 @dataclass(frozen=True)
@@ -94,12 +119,16 @@ class LearnedModel:
     # Questions people labelled themselves (admin examples, corrections), by their
     # normalised text: for exactly these, the label is known, not predicted.
     exact: dict[str, str] = field(default_factory=dict)
+    neighbours: Neighbours | None = None
 
     def recall(self, text: str) -> str | None:
         """The label a person gave exactly this question (normalised), if any."""
         return self.exact.get(normalised(text)) if self.exact else None
 
-    def predict(self, text: str) -> Prediction:
+    def predict(self, text: str, vector: np.ndarray | None = None) -> Prediction:
+        """The label and probabilities for ``text``; with its embedding ``vector`` (a unit
+        vector from the neighbours' embedding model), the average of the model's
+        probabilities and the nearest examples' vote."""
         word_columns, word_weights = self.word.features(word_ngrams(text))
         char_columns, char_weights = self.char.features(char_ngrams(text))
         columns = word_columns + char_columns
@@ -108,6 +137,11 @@ class LearnedModel:
             scores += self.coef[:, columns] @ np.concatenate([word_weights, char_weights])
         exp = np.exp(scores - scores.max())
         probabilities = exp / exp.sum()
+        vote = None
+        if vector is not None and self.neighbours is not None:
+            vote = self.neighbours.vote(vector, len(self.labels))
+            if vote is not None:
+                probabilities = (probabilities + vote) / 2
         best = int(probabilities.argmax())
         return Prediction(
             label=self.labels[best],
@@ -116,6 +150,7 @@ class LearnedModel:
                 label: round(float(p), 4)
                 for label, p in zip(self.labels, probabilities, strict=True)
             },
+            voted=vote is not None,
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -131,13 +166,22 @@ class LearnedModel:
             "examples": self.examples,
             "accuracy": self.accuracy,
             "exact": self.exact,
+            "neighbours": None
+            if self.neighbours is None
+            else {
+                "model": self.neighbours.model,
+                "labels": [self.labels[i] for i in self.neighbours.labels],
+                "vectors": [[round(float(v), 5) for v in row] for row in self.neighbours.vectors],
+            },
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any], *, version: int = 0) -> LearnedModel:
         word_vocabulary: dict[str, int] = data["word"]["vocabulary"]
+        labels = tuple(data["labels"])
+        near = data.get("neighbours")
         return cls(
-            labels=tuple(data["labels"]),
+            labels=labels,
             word=_Block(word_vocabulary, np.array(data["word"]["idf"]), 0),
             char=_Block(
                 data["char"]["vocabulary"], np.array(data["char"]["idf"]), len(word_vocabulary)
@@ -148,7 +192,19 @@ class LearnedModel:
             accuracy=float(data["accuracy"]),
             version=version,
             exact=dict(data.get("exact", {})),
+            neighbours=None
+            if not near
+            else neighbours_of(
+                near["model"], near["vectors"], [labels.index(label) for label in near["labels"]]
+            ),
         )
+
+
+def neighbours_of(model: str, vectors: Any, labels: Sequence[int]) -> Neighbours:
+    """Neighbours from raw ``vectors`` (normalised here) labelled by label index."""
+    matrix = np.asarray(vectors, dtype=float)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return Neighbours(model, matrix / np.where(norms == 0, 1.0, norms), np.asarray(labels))
 
 
 def _pipeline() -> Any:

@@ -284,6 +284,7 @@ class IntentMethod(models.TextChoices):
     MODEL = "model", "Model learned from examples"
     LLM = "llm", "LLM"
     OVERRIDE = "override", "Override"
+    DEFAULT = "default", "Default: no step was sure"
 
 
 class QueryType(models.TextChoices):

@@ -25,6 +25,7 @@ from routing.classify import (
     classify_by_rules,
     settle,
 )
+from routing.embeddings import question_vector
 from routing.errors import BackendUnavailableError, NoMatchingFlowError
 from routing.querytype import (
     QueryTypeDecision,
@@ -120,6 +121,10 @@ async def classify_intent(
         return IntentResult(override, 1.0, "override")
     threshold = state.policy.confidence_threshold
     result = cascade(state.rules, state.intent_model, question, history, threshold)
+    if result.confidence < threshold or result.method == "model":  # the model was asked
+        vector = await question_vector(state.intent_model, question)
+        if vector is not None:
+            result = cascade(state.rules, state.intent_model, question, history, threshold, vector)
     config = llm.llm_config() if state.policy.llm_classification_enabled else None
     if result.confidence < threshold and config is not None:
         label = await llm.llm_intent(
@@ -143,7 +148,8 @@ async def decide_query_type(state: RoutingState, question: str) -> QueryTypeDeci
     """Rules, then the learned model, then the LLM when unsure (QUERY_ROUTING_USE_LLM and
     an LLM configured), then HYBRID if still below QUERY_ROUTING_CONFIDENCE_THRESHOLD."""
     threshold = settings.QUERY_ROUTING_CONFIDENCE_THRESHOLD
-    decision = type_cascade(state.rules, state.type_model, question, threshold)
+    vector = await question_vector(state.type_model, question)
+    decision = type_cascade(state.rules, state.type_model, question, threshold, vector)
     config = llm.query_type_llm_config()
     if decision.confidence < threshold and config is not None:
         answered = await llm.llm_query_type(config, question)

@@ -79,10 +79,12 @@ def _fresh_routing_state() -> Iterator[None]:
     from flywheel.services import api_keys_forget_memo
     from routing import execution, state
     from routing.breaker import breaker_forget
+    from routing.embeddings import embeddings_forget
     from routing.planning import exploration
 
     clear_own_cache_keys(cache)
     breaker_forget()
+    embeddings_forget()
     exploration.reset()
     state.forget()
     execution.forget_configs()

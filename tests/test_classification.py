@@ -235,7 +235,7 @@ def test_the_policy_can_turn_the_llm_off() -> None:
 
     result = async_to_sync(classify_intent)(routing_state(), "thoughts on our setup?", [], None)
 
-    assert (result.intent, result.method) == ("general", "rules")
+    assert (result.intent, result.method) == ("general", "default")
     assert not route.called
 
 
