@@ -8,7 +8,8 @@ from typing import Any
 
 from django.db.models import Count
 
-from analytics.metrics import window_of
+from analytics.metrics import tallies, window_of
+from analytics.rollups import Tally
 from flywheel.models import Tenant
 from routing.models import ClassifierModel, IntentExample, QueryTypeExample, RoutingDecision
 
@@ -31,21 +32,18 @@ def classification_summary(
     Raises ValidationError for a bad range (analytics.metrics.window_of).
     """
     window = window_of(since, until)
-    decisions = RoutingDecision.objects.filter(
-        created_at__gte=window.start, created_at__lt=window.end
+    # Decision-level tallies (no backend) carry the counts per method: read from the
+    # rollups plus the decisions not rolled up yet, like every analytics read.
+    totals = tallies(tenant=tenant, window=window, by=("backend",)).get((None,), Tally())
+    methods = sorted(totals.methods.items(), key=lambda m: (-m[1], m[0]))
+    classified = sum(n for _, n in methods)
+    corrected = RoutingDecision.objects.filter(
+        created_at__gte=window.start, created_at__lt=window.end, corrected_at__isnull=False
     )
     if tenant is not None:
-        decisions = decisions.filter(tenant=tenant)
-    methods = list(
-        decisions.exclude(intent_method="")
-        .values("intent_method")
-        .annotate(decisions=Count("id"))
-        .order_by("-decisions", "intent_method")
-    )
-    classified = sum(m["decisions"] for m in methods)
+        corrected = corrected.filter(tenant=tenant)
     corrections = (
-        decisions.exclude(corrected_intent="")
-        .values("intent", "corrected_intent")
+        corrected.values("intent", "corrected_intent")
         .annotate(decisions=Count("id"))
         .order_by("-decisions", "intent", "corrected_intent")
     )
@@ -54,12 +52,8 @@ def classification_summary(
         "until": window.end,
         "decisions": classified,
         "methods": [
-            {
-                "method": m["intent_method"],
-                "decisions": m["decisions"],
-                "share": round(m["decisions"] / classified, 4),
-            }
-            for m in methods
+            {"method": method, "decisions": n, "share": round(n / classified, 4)}
+            for method, n in methods
         ],
         "corrections": [
             {

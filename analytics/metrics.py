@@ -23,7 +23,7 @@ from django.utils.dateparse import parse_datetime
 
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, Granularity, RollupState
 from analytics.preference import preferred
-from analytics.rollups import MINUTE_RETENTION, STEP, Tally, aggregate, bucket_floor
+from analytics.rollups import METHODS, MINUTE_RETENTION, STEP, Tally, aggregate, bucket_floor
 from analytics.selectors import INTENT_SLUG, MAX_BACKEND_NAME
 from backends.models import Backend
 from flywheel.errors import ValidationError
@@ -135,13 +135,16 @@ def _sums() -> dict[str, Any]:
     sums: dict[str, Any] = {f"sum_{name}": Sum(name) for name in COUNTERS}
     for i in range(len(LATENCY_BUCKETS_MS) + 1):
         sums[f"h{i}"] = Sum(Cast(KT(f"latency_histogram__{i}"), IntegerField()))
+    for method in METHODS:
+        sums[f"m_{method}"] = Sum(Cast(KT(f"methods__{method}"), IntegerField()))
     return sums
 
 
 def _tally(row: dict[str, Any]) -> Tally:
     counters = {name: row[f"sum_{name}"] or 0 for name in COUNTERS}
     histogram = [row[f"h{i}"] or 0 for i in range(len(LATENCY_BUCKETS_MS) + 1)]
-    return Tally(**counters, histogram=histogram)
+    methods = {method: row[f"m_{method}"] for method in METHODS if row[f"m_{method}"]}
+    return Tally(**counters, histogram=histogram, methods=methods)
 
 
 def tallies(

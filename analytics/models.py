@@ -36,8 +36,10 @@ class DecisionRollup(models.Model):
       ``successes`` = answered (success, fallback or cached), ``fallbacks`` = outcome
       fallback, ``cached`` = outcome cached, latency = the decisions' ``total_ms``.
 
-    ``latency_histogram`` holds one count per bound of LATENCY_BUCKETS_MS (a value
-    counts under the first bound it does not exceed) plus one for slower ones.
+    ``methods`` (decision level only) counts the decisions per classification method
+    (IntentMethod: rules, model, default, ...). ``latency_histogram`` holds one count
+    per bound of LATENCY_BUCKETS_MS (a value counts under the first bound it does not
+    exceed) plus one for slower ones.
     analytics.rollups writes these rows; minute rows are kept for 48 hours.
     """
 
@@ -56,6 +58,7 @@ class DecisionRollup(models.Model):
     cached = models.PositiveIntegerField(default=0)
     latency_sum_ms = models.FloatField(default=0)
     latency_histogram = models.JSONField(default=list, blank=True)
+    methods = models.JSONField(default=dict, blank=True)
     won = models.PositiveIntegerField(default=0)
     score_sum = models.FloatField(default=0)
     scored = models.PositiveIntegerField(default=0)

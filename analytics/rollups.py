@@ -19,7 +19,13 @@ from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, Granularity, RollupState
-from routing.models import ANSWERED_OUTCOMES, Outcome, PerformanceRecord, RoutingDecision
+from routing.models import (
+    ANSWERED_OUTCOMES,
+    IntentMethod,
+    Outcome,
+    PerformanceRecord,
+    RoutingDecision,
+)
 
 # Decision batches commit out of id order (two writer threads, several processes): a
 # decision may land below the last id read by up to a batch's lifetime, well under a
@@ -34,6 +40,7 @@ STEP: dict[str, timedelta] = {
 # recomputed instead: the same rows, in one range scan rather than a long OR.
 MAX_SPANS = 50
 
+METHODS = tuple(IntentMethod.values)
 # (bucket start, tenant id, backend id or None for the intent's totals, intent)
 Key = tuple[datetime, int, int | None, str]
 
@@ -51,6 +58,7 @@ class Tally:
     won: int = 0
     score_sum: float = 0.0
     scored: int = 0
+    methods: dict[str, int] = field(default_factory=dict)  # decisions per intent method
 
     def add(self, other: Tally) -> None:
         self.count += other.count
@@ -62,6 +70,8 @@ class Tally:
         self.won += other.won
         self.score_sum += other.score_sum
         self.scored += other.scored
+        for method, n in other.methods.items():
+            self.methods[method] = self.methods.get(method, 0) + n
 
     @classmethod
     def of_row(cls, row: DecisionRollup) -> Tally:
@@ -76,6 +86,7 @@ class Tally:
             won=row.won,
             score_sum=row.score_sum,
             scored=row.scored,
+            methods=dict(row.methods),
         )
 
     def as_row(self, key: Key, granularity: str) -> DecisionRollup:
@@ -95,6 +106,7 @@ class Tally:
             won=self.won,
             score_sum=self.score_sum,
             scored=self.scored,
+            methods=self.methods,
         )
 
 
@@ -141,6 +153,7 @@ def aggregate(decisions: QuerySet[RoutingDecision], granularity: str) -> dict[Ke
             from_cache=Count("pk", filter=Q(outcome=Outcome.CACHED)),
             latency=Sum("total_ms"),
             **_histogram("total_ms"),
+            **{f"m_{method}": Count("pk", filter=Q(intent_method=method)) for method in METHODS},
         )
     )
     for row in totals:
@@ -151,6 +164,7 @@ def aggregate(decisions: QuerySet[RoutingDecision], granularity: str) -> dict[Ke
             cached=row["from_cache"],
             latency_sum_ms=row["latency"] or 0.0,
             histogram=_histogram_of(row),
+            methods={m: row[f"m_{m}"] for m in METHODS if row[f"m_{m}"]},
         )
     attempts = (
         PerformanceRecord.objects.filter(decision__in=decisions.values("pk"))

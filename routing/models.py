@@ -450,6 +450,12 @@ class RoutingDecision(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["tenant", "-created_at"], name="decision_tenant_recent"),
+            # The few corrected decisions, found without reading the others.
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(corrected_at__isnull=False),
+                name="decision_corrected",
+            ),
         ]
         constraints = [
             models.CheckConstraint(

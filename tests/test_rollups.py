@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from analytics.classification import classification_summary
 from analytics.metrics import backends_by_intent, overview, quantile_ms, timeseries, window_of
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, RollupState
 from analytics.rollups import bucket_floor, rollups_refresh
@@ -209,6 +210,31 @@ def test_the_reads_are_the_same_before_and_after_a_refresh(world, tenant: Tenant
     assert with_tail["intents"][0]["decisions"] == 4
     assert [b["requests"] for b in with_tail["intents"][0]["backends"]] == [3, 2]
     assert with_tail["intents"][0]["backends"][0]["share"] == 0.25  # 1 won of 4
+
+
+@pytest.mark.parametrize("span", [CLOSE, WIDE], ids=["minutes", "hours"])
+def test_decisions_per_method_come_from_the_rollups_and_the_tail(tenant: Tenant, span) -> None:
+    for method, at in (("rules", M1), ("rules", M1), ("model", M2), ("default", M2)):
+        RoutingDecision.objects.filter(pk=decide(tenant, at=at).pk).update(intent_method=method)
+    tail_only = classification_summary(tenant=tenant, **span)["methods"]
+    rollups_refresh(now=NOW)
+    rolled = classification_summary(tenant=tenant, **span)["methods"]
+    RoutingDecision.objects.filter(pk=decide(tenant, at=M1).pk).update(intent_method="model")
+
+    with_tail = classification_summary(tenant=tenant, **span)["methods"]
+
+    assert DecisionRollup.objects.filter(backend=None).exclude(methods={}).exists()
+    assert rolled == tail_only
+    assert rolled == [
+        {"method": "rules", "decisions": 2, "share": 0.5},
+        {"method": "default", "decisions": 1, "share": 0.25},
+        {"method": "model", "decisions": 1, "share": 0.25},
+    ]
+    assert with_tail == [
+        {"method": "model", "decisions": 2, "share": 0.4},
+        {"method": "rules", "decisions": 2, "share": 0.4},
+        {"method": "default", "decisions": 1, "share": 0.2},
+    ]
 
 
 def test_staff_reads_see_every_tenant(world) -> None:
