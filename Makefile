@@ -28,15 +28,21 @@ help:
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
 		|| { echo "error: Flywheel needs Python 3.11 (found: $$($(PYTHON) --version 2>&1)); set PYTHON=/path/to/python3.11"; exit 1; }
+	@echo "Creating $(VENV) with $$($(PYTHON) --version)."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
+# pip's "Collecting ..." lines show what is being installed (the first time only).
+PIP_SHOW := grep --line-buffered -E '^(Collecting|Successfully installed)' || true
+
 $(VENV)/.base-installed: requirements/base.txt | $(PY)
-	$(PY) -m pip install --quiet -r requirements/base.txt
+	@echo "Installing Flywheel's Python packages into $(VENV): about 80 packages, 1-3 minutes the first time."
+	@set -o pipefail; $(PY) -m pip install --progress-bar off -r requirements/base.txt | { $(PIP_SHOW); }
 	@touch $@
 
 $(VENV)/.dev-installed: requirements/dev.txt requirements/base.txt | $(PY)
-	$(PY) -m pip install --quiet -r requirements/dev.txt
+	@echo "Installing Flywheel's and its tools' Python packages into $(VENV): 2-4 minutes the first time."
+	@set -o pipefail; $(PY) -m pip install --progress-bar off -r requirements/dev.txt | { $(PIP_SHOW); }
 	@touch $@ $(VENV)/.base-installed
 
 run: $(VENV)/.base-installed

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -189,8 +190,27 @@ def _kind(err: BaseException) -> str:
     return "connection"
 
 
+def _reason(err: aiohttp.ClientConnectorError) -> str:
+    os_error = err.os_error
+    if os_error.errno and os_error.errno > 0:  # asyncio's text here is "Connect call failed"
+        return os.strerror(os_error.errno)
+    return os_error.strerror or str(os_error) or type(os_error).__name__  # resolver errors
+
+
+def _describe(err: BaseException) -> str:
+    """The failure in Flywheel's words, for the log: aiohttp's own text for a plain
+    connection names TLS settings ("ssl:default") that an http:// URL never used."""
+    if isinstance(err, aiohttp.ClientConnectorDNSError):
+        return f"cannot resolve {err.host}: {_reason(err)}"
+    if isinstance(err, aiohttp.ClientSSLError):
+        return f"TLS with {err.host}:{err.port} failed: {_reason(err)}"
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return f"cannot connect to {err.host}:{err.port}: {_reason(err)}"
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+
+
 def _transport_error(err: BaseException) -> TransportError:
-    message = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    message = _describe(err)
     kind = _kind(err)
     return TransportTimeout(message) if kind == "timeout" else TransportError(message, kind)
 

@@ -268,6 +268,8 @@ def plan(
     if not candidates:
         if any(best_flow(b, intent, None) for b in backends):
             return Plan((), "auto", all_down=True)  # matching flows exist, all in cooldown
+        if not backends:
+            raise NoMatchingFlowError(NO_BACKEND, details={"intent": intent, "backends": 0})
         raise NoMatchingFlowError(
             f"No flow serves intent {intent!r}, and there is no generic flow.",
             details={"intent": intent},
@@ -276,6 +278,13 @@ def plan(
         return Plan(tuple(candidates), "auto")
     ordered, explored = _explore(candidates, performance, state.policy.exploration_share)
     return Plan(tuple(ordered), "auto", explored=explored)
+
+
+NO_BACKEND = (
+    "No backend is registered yet, so no flow can answer. Add a Flowise or Langflow "
+    "server: in the admin (Backends, Add), with POST /api/v1/backends, or with "
+    "`.venv/bin/python manage.py add_backend --name NAME --kind flowise|langflow --url URL`."
+)
 
 
 @dataclass(frozen=True)

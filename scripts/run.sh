@@ -9,6 +9,22 @@ cd "$(dirname "$0")/.."
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 BIN=.venv/bin
+LOGS=${FLYWHEEL_VAR_DIR:-var}/log
+
+# uvicorn would only say "address already in use" after everything else started.
+if ! $BIN/python - "$HOST" "$PORT" <<'PY'
+import socket, sys
+with socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET) as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        s.bind((sys.argv[1], int(sys.argv[2])))
+    except OSError as err:
+        sys.exit(f"Port {sys.argv[2]} on {sys.argv[1]} is not free ({err.strerror}): stop "
+                 f"what uses it, or pick another port, e.g. PORT={int(sys.argv[2]) + 1} make run")
+PY
+then
+    exit 1
+fi
 
 $BIN/python manage.py migrate --noinput -v 0
 $BIN/python manage.py load_defaults
@@ -24,10 +40,14 @@ stop() {
 trap stop INT TERM EXIT
 
 # The worker and beat come back by themselves if they crash (scripts/supervise.sh).
-scripts/supervise.sh $BIN/celery -A flywheel worker --loglevel INFO --concurrency 2 &
+# Their start-up banners and lines go to log files; the console keeps the web's.
+mkdir -p "$LOGS"
+SUPERVISE_LOG="$LOGS/worker.log" scripts/supervise.sh \
+    $BIN/celery -A flywheel worker --loglevel INFO --concurrency 2 &
 pids+=($!)
-scripts/supervise.sh $BIN/celery -A flywheel beat --loglevel INFO &
+SUPERVISE_LOG="$LOGS/beat.log" scripts/supervise.sh $BIN/celery -A flywheel beat --loglevel INFO &
 pids+=($!)
+echo "The Celery worker and beat log to $LOGS/worker.log and $LOGS/beat.log." >&2
 $BIN/uvicorn flywheel.asgi:application --host "$HOST" --port "$PORT" --lifespan on &
 pids+=($!)
 

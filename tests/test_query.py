@@ -14,6 +14,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from backends.models import Backend
 from flywheel.errors import ApplicationError, NotFoundError, ValidationError
@@ -24,7 +25,7 @@ from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy, Tu
 from routing.recording import drain, performance_publish_all
 from routing.requests import query_request
 from routing.service import answer_question, answers_finish, stream_answer
-from routing.services import routing_policy_get
+from routing.services import defaults_load, routing_policy_get
 from routing.sessions import PastTurn
 from tests.captured import captured, response
 from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
@@ -215,6 +216,19 @@ def test_no_flow_at_all_is_an_error_naming_the_intent(world: World, tenant: Tena
 
     assert "document-qa" in error.message
     assert RoutingDecision.objects.get().outcome == "rejected"
+
+
+def test_with_no_backend_registered_the_error_says_how_to_add_one(
+    api_client: APIClient,
+) -> None:
+    defaults_load()  # intents and a policy, no backend: a fresh install
+
+    body = api_client.post("/api/v1/query", {"question": REVIEW}, format="json").json()
+
+    assert body["error"]["type"] == "NoMatchingFlow"
+    assert body["error"]["message"].startswith("No backend is registered yet")
+    assert "manage.py add_backend" in body["error"]["message"]
+    assert body["error"]["details"]["backends"] == 0
 
 
 # --- execution ---------------------------------------------------------------------

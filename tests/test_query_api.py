@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import override_settings
 from rest_framework.test import APIClient
 
@@ -228,7 +229,7 @@ def test_other_tenants_cannot_read_them(world: World, api_client: APIClient) -> 
 
 
 def test_the_route_command_prints_one_json_object_per_stdin_line(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, monkeypatch: pytest.MonkeyPatch, api_client: APIClient
 ) -> None:
     monkeypatch.setattr("sys.stdin", StringIO(f"{REVIEW}\n\nwhat's the capital of Peru?\n"))
     out = StringIO()
@@ -237,16 +238,8 @@ def test_the_route_command_prints_one_json_object_per_stdin_line(
 
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [line["intent"] for line in lines] == ["code-review", "general"]
-    assert set(lines[0]) == {
-        "question",
-        "intent",
-        "confidence",
-        "method",
-        "query_type",
-        "query_type_confidence",
-        "candidates",
-        "selected",
-    }
+    assert lines[0] == api_client.post("/api/v1/route", {"question": REVIEW}, format="json").json()
+    assert lines[0]["evidence"]  # the patterns that matched, as the REST door says
     assert lines[0]["selected"]["backend"] == "fw"
     assert not RoutingDecision.objects.exists()
 
@@ -318,15 +311,39 @@ def test_the_route_command_reports_an_unavailable_backend(world: World) -> None:
     assert line["error"]["type"] == "BackendUnavailable"
 
 
-def test_the_ask_command_prints_the_answer_and_routing(world: World) -> None:
+def test_the_ask_command_prints_the_answer_then_one_line(world: World) -> None:
     out = StringIO()
 
     call_command("ask", REVIEW, "--backend", "lf", stdout=out)
 
-    printed = out.getvalue()
-    assert printed.startswith("hello langflow")
-    assert '"backend": "lf"' in printed
-    assert RoutingDecision.objects.get().tenant.slug == "default"
+    answer, blank, summary, *rest = out.getvalue().splitlines()
+    decision = RoutingDecision.objects.get()
+    assert (answer, blank, rest) == ("hello langflow", "", [])
+    assert re.fullmatch(
+        rf"code-review \(rules 0\.\d\d\) · lf / echo · \d+ ms · "
+        rf"http://127\.0\.0\.1:8000/decisions/{decision.request_id}",
+        summary,
+    ), summary
+    assert decision.tenant.slug == "default"
+
+
+def test_the_ask_command_prints_the_whole_answer_with_json(world: World) -> None:
+    out = StringIO()
+
+    call_command("ask", REVIEW, "--backend", "lf", "--json", stdout=out)
+
+    body = json.loads(out.getvalue())
+    assert body["answer"] == "hello langflow"
+    assert body["routing"]["backend"] == "lf"
+    assert body["routing"]["evidence"]
+
+
+def test_the_ask_command_says_what_went_wrong_in_one_line(world: World) -> None:
+    with pytest.raises(CommandError) as raised:
+        call_command("ask", REVIEW, "--backend", "nowhere", stdout=StringIO())
+
+    assert "\n" not in str(raised.value)
+    assert str(raised.value) == "ValidationError: No backend named or of kind 'nowhere'."
 
 
 def test_the_trace_page_shows_the_decision_to_staff(

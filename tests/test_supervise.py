@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -75,3 +76,42 @@ def test_a_command_that_will_not_stop_is_killed_after_the_grace(tmp_path: Path) 
 
     assert 0.9 < time.monotonic() - started < 5  # the grace, then the kill
     assert not _running(int(pid_file.read_text()))
+
+
+def test_with_a_log_the_commands_output_goes_there_and_restarts_to_the_console(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "worker.log"
+    supervisor = subprocess.Popen(  # noqa: S603 - the project's own script
+        [str(SUPERVISE), "sh", "-c", "echo celery banner; echo noise >&2; exit 3"],
+        env={**os.environ, "RESTART_DELAY": "0.1", "SUPERVISE_LOG": str(log)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(0.5)
+    supervisor.send_signal(signal.SIGTERM)
+    stdout, stderr = supervisor.communicate(timeout=5)
+
+    assert b"celery banner\n" not in stdout + stderr
+    assert log.read_text().startswith("celery banner\nnoise\n")
+    assert f"exited (status 3), see {log}; restarting in 0.1 s".encode() in stderr
+
+
+def test_make_run_names_another_port_when_its_own_is_taken() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = subprocess.run(  # noqa: S603 - the project's own script
+            [str(SUPERVISE.parent / "run.sh")],
+            env={**os.environ, "PORT": str(port), "HOST": "127.0.0.1"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert run.returncode == 1
+    assert run.stderr.strip() == (
+        f"Port {port} on 127.0.0.1 is not free (Address already in use): stop what uses it, "
+        f"or pick another port, e.g. PORT={port + 1} make run"
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -180,6 +181,28 @@ def test_a_closed_port_is_a_connection_error() -> None:
 
     with pytest.raises(BackendConnectionError):
         asyncio.run(run())
+
+
+def test_a_closed_port_is_logged_in_flywheels_words(caplog: pytest.LogCaptureFixture) -> None:
+    """aiohttp says "Cannot connect to host ... ssl:default [Connect call failed ...]" of
+    a plain http:// URL; the operator's log line says what happened instead."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+
+    async def run() -> None:
+        http = client(f"http://127.0.0.1:{port}")
+        http.max_retries = 0
+        try:
+            await http.request("GET", "/api/v1/ping")
+        finally:
+            await http.aclose()
+
+    with caplog.at_level(logging.INFO, logger="backends.http"), pytest.raises(BackendError):
+        asyncio.run(run())
+
+    assert f"failed: cannot connect to 127.0.0.1:{port}: Connection refused" in caplog.text
+    assert "ssl:default" not in caplog.text
 
 
 def test_a_backend_that_stops_answering_is_a_timeout() -> None:

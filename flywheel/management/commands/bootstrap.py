@@ -27,7 +27,7 @@ class Command(BaseCommand):
             user_model.objects.create_superuser(options["username"], "", password)
             self.stdout.write(
                 f"Admin: {url}/admin/  user {options['username']!r}  password {password!r}\n"
-                "  (shown once; change it with: python manage.py changepassword "
+                "  (shown once; change it with: .venv/bin/python manage.py changepassword "
                 f"{options['username']})"
             )
         else:

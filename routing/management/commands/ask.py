@@ -1,10 +1,11 @@
-"""Ask a question through the universal query and print the answer and routing."""
+"""Ask a question through the universal query and print the answer and how it was routed."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from backends.adapters import run_sync
@@ -14,15 +15,37 @@ from routing.recording import drain
 from routing.requests import query_request
 from routing.service import answer_question
 
+MAKE_RUN_URL = "http://127.0.0.1:8000"  # where `make run` serves, unless FLYWHEEL_PUBLIC_URL
+
+
+def summary(body: dict[str, Any]) -> str:
+    """One line under the answer: intent (method, confidence), who answered, the time
+    and where the decision's trace is."""
+    routing = body["routing"]
+    who = f"{routing['backend']} / {routing['flow']}" if routing["backend"] else "answered here"
+    if routing["fallback_used"]:
+        who += f" after {len(routing['fallback_chain']) - 1} failed"
+    total = routing["timings"].get("total_ms")
+    took = f"{total:.0f} ms" if total is not None else "-"
+    return (
+        f"{routing['intent']} ({routing['method']} {routing['intent_confidence']:.2f}) · "
+        f"{who} · {took} · {settings.PUBLIC_URL or MAKE_RUN_URL}{body['trace_url']}"
+    )
+
 
 class Command(BaseCommand):
-    help = "Answer a question (for the default tenant) and print the routing block."
+    help = (
+        "Answer a question (for the default tenant): the answer, then one line with the "
+        "intent, the backend and flow, the time and the trace. --json prints the whole "
+        "answer as POST /api/v1/query gives it."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("question")
         parser.add_argument("--backend", default="auto", help="auto, or a backend name or kind.")
         parser.add_argument("--session", help="Continue this session (its id).")
         parser.add_argument("--intent", help="Skip classification: use this intent.")
+        parser.add_argument("--json", action="store_true", help="Print the whole answer, as JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         data = {"question": options["question"], "backend": options["backend"]}
@@ -35,10 +58,14 @@ class Command(BaseCommand):
                 answer_question, query_request(data), tenant=tenant_get_or_create_default()
             )
         except ApplicationError as err:
-            raise CommandError(json.dumps(err.as_dict())) from err
+            if options["json"]:
+                raise CommandError(json.dumps(err.as_dict())) from err
+            raise CommandError(f"{err.as_dict()['error']['type']}: {err.message}") from err
         finally:
             drain()  # the decision is written behind the answer: finish before exiting
+        if options["json"]:
+            self.stdout.write(json.dumps(body, indent=2))
+            return
         self.stdout.write(body["answer"])
         self.stdout.write("")
-        self.stdout.write(json.dumps(body["routing"], indent=2))
-        self.stdout.write(f"session {body['session_id']}  request {body['request_id']}")
+        self.stdout.write(summary(body))

@@ -14,17 +14,6 @@ from flywheel.services import tenant_get_or_create_default
 from routing.requests import query_request
 from routing.service import route_question
 
-FIELDS = (
-    "question",
-    "intent",
-    "confidence",
-    "method",
-    "query_type",
-    "query_type_confidence",
-    "candidates",
-    "selected",
-)
-
 
 class Command(BaseCommand):
     help = (
@@ -34,7 +23,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("questions", nargs="*", metavar="QUESTION")
-        parser.add_argument("--json", action="store_true", help="One JSON object per line.")
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="One JSON object per line: what POST /api/v1/route answers.",
+        )
         parser.add_argument("--backend", default="auto", help="auto, or a backend name or kind.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -50,10 +43,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"{question[:60]!r}: {err.message}")
                 continue
             if options["json"]:
-                line = {k: plan[k] for k in FIELDS}
-                if plan["error"]:  # why nothing is selected
-                    line["error"] = plan["error"]
-                self.stdout.write(json.dumps(line))
+                self.stdout.write(json.dumps(plan))
             else:
                 self._print(plan)
 
