@@ -14,12 +14,13 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from backends.addresses import url_problem
 from backends.models import Backend, BackendHealth, HealthCheck
-from backends.services import backends_health_check_now
+from backends.services import backend_onboard, backends_health_check_now, onboarding_lines
 from flywheel.admin_base import ReadOnlyAdmin
 from flywheel.errors import ApplicationError, RateLimitError
 
@@ -109,6 +110,21 @@ class BackendAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # The owner is chosen once: changing it would hand the backend, and its key, over.
         return ["tenant"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: Backend, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not change:  # a new backend is probed and discovered once it is committed
+
+            def onboard() -> None:
+                lines = onboarding_lines(backend_onboard(backend=obj))
+                level = (
+                    messages.SUCCESS
+                    if lines[0].startswith("Health: answering")
+                    else messages.WARNING
+                )
+                self.message_user(request, f"{obj.name}: {' '.join(lines)}", level)
+
+            transaction.on_commit(onboard)
 
     def _report_error(self, request: HttpRequest, backend: Backend, err: ApplicationError) -> None:
         level = messages.WARNING if isinstance(err, RateLimitError) else messages.ERROR

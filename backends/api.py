@@ -30,6 +30,7 @@ from backends.selectors import backend_get_for, backends_visible_to
 from backends.services import (
     backend_create,
     backend_delete,
+    backend_onboard,
     backend_update,
     backends_health_check_now,
 )
@@ -194,6 +195,34 @@ class HealthOutcomeSerializer(serializers.Serializer):
     in_cooldown = serializers.BooleanField()
 
 
+class OnboardingHealthSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    latency_ms = serializers.FloatField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    in_cooldown = serializers.BooleanField()
+
+
+class OnboardingFlowsSerializer(serializers.Serializer):
+    discovered = serializers.BooleanField()
+    total = serializers.IntegerField(required=False, help_text="Flows found.")
+    added = serializers.IntegerField(required=False, help_text="Flows new to Flywheel.")
+    routable = serializers.IntegerField(
+        required=False, help_text="Deployed flows that serve an intent or are generic."
+    )
+    error = serializers.CharField(required=False, help_text="Why nothing was discovered.")
+
+
+class OnboardingSerializer(serializers.Serializer):
+    """What registering found: the backend was probed and its flows discovered at once."""
+
+    health = OnboardingHealthSerializer(allow_null=True, help_text="None: not probed now.")
+    flows = OnboardingFlowsSerializer(required=False)
+
+
+class BackendCreatedSerializer(BackendSerializer):
+    onboarding = OnboardingSerializer(read_only=True)
+
+
 def _editable(request: Request, backend: Backend) -> Backend:
     if backend.tenant_id is None:
         raise PermissionDeniedError(
@@ -226,13 +255,16 @@ class BackendViewSet(viewsets.ViewSet):
         backends = backends_visible_to(request_api_key(request).tenant)
         return Response([backend_shown(backend) for backend in backends])
 
+    @extend_schema(responses={201: BackendCreatedSerializer})
     def create(self, request: Request) -> Response:
         serializer = BackendSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         backend = backend_create(
             tenant=request_api_key(request).tenant, **serializer.validated_data
         )
-        return Response(BackendSerializer(backend).data, status=status.HTTP_201_CREATED)
+        onboarding = backend_onboard(backend=backend)  # probed and discovered now
+        created = {**BackendSerializer(backend).data, "onboarding": onboarding}
+        return Response(created, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses=_shown_schema(many=False))
     def retrieve(self, request: Request, pk: str) -> Response:

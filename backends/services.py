@@ -14,13 +14,15 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from backends import snapshot
-from backends.adapters import get_adapter
+from backends.adapters import get_adapter, run_sync
 from backends.adapters.base import BackendConfig, HealthResult
 from backends.addresses import url_problem
 from backends.errors import BackendError
@@ -280,6 +282,77 @@ async def gather_bounded(
                 )
 
     return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+# --- a new backend, ready at once -----------------------------------------------
+
+# Sent by backend_onboard once a new backend has been probed, so the apps above learn
+# of it at once (chatflows discovers its flows). Arguments: ``backend`` and ``healthy``
+# (its probe's verdict). A receiver returns a dict of what it found, merged into the
+# onboarding report.
+backend_added = Signal()
+
+
+def backend_onboard(*, backend: Backend) -> dict[str, Any]:
+    """Make a newly registered ``backend`` usable now, without beat or a worker: probe
+    its health (stored and published for routing), then let the apps above learn of it
+    (chatflows discovers and publishes its flows). Returns what was found::
+
+        {"health": {"ok", "latency_ms", "error", "in_cooldown"}, "flows": {...}}
+
+    Never raises for the backend's own failures: it is registered either way, and the
+    report says what went wrong (beat keeps probing it every minute). With
+    ONBOARD_NEW_BACKENDS off, does nothing and says so (``{"health": None}``)."""
+    if not settings.ONBOARD_NEW_BACKENDS:
+        return {"health": None}
+    try:
+        outcome = run_sync(ahealth_check, backend)
+        health: dict[str, Any] = {
+            "ok": outcome.ok,
+            "latency_ms": outcome.latency_ms,
+            "error": outcome.error,
+            "in_cooldown": outcome.in_cooldown,
+        }
+    except BackendError as err:
+        health = {"ok": False, "latency_ms": None, "error": err.message, "in_cooldown": False}
+    report: dict[str, Any] = {"health": health}
+    for receiver_, found in backend_added.send_robust(
+        sender=Backend, backend=backend, healthy=health["ok"]
+    ):
+        if isinstance(found, Exception):
+            logger.error("Onboarding backend %s: %s failed: %r", backend.name, receiver_, found)
+        elif found:
+            report.update(found)
+    return report
+
+
+def onboarding_lines(report: dict[str, Any]) -> list[str]:
+    """backend_onboard's report in words, for a person (the command, the admin)."""
+    health = report["health"]
+    if health is None:
+        return ["Not probed now (FLYWHEEL_ONBOARD_NEW_BACKENDS is off): beat will."]
+    if health["ok"]:
+        lines = [f"Health: answering ({health['latency_ms']:.0f} ms)."]
+    else:
+        lines = [f"Health: not answering: {health['error']} Beat keeps probing it."]
+    flows = report.get("flows")
+    if flows is None:
+        return lines
+    if not flows["discovered"]:
+        lines.append(f"Flows: not discovered: {flows['error']}")
+    elif flows["routable"]:
+        lines.append(
+            f"Flows: {flows['total']} found ({flows['added']} new), {flows['routable']} "
+            "serving an intent or any question: it can answer now."
+        )
+    elif flows["total"]:
+        lines.append(
+            f"Flows: {flows['total']} found ({flows['added']} new), but none serves an intent "
+            "yet: in the admin (Flows), tick 'generic' on one or add intents to its keywords."
+        )
+    else:
+        lines.append("Flows: none found yet; beat looks again every minute (its default).")
+    return lines
 
 
 # --- on demand (a person asked, not the schedule) ------------------------------

@@ -8,15 +8,41 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from backends.adapters import run_sync
+from backends.errors import BackendError
 from backends.models import Backend
+from backends.services import backend_added
 from chatflows import snapshot
 from chatflows.models import Flow
+from chatflows.services import adiscover
 
 
 @receiver([post_save, post_delete], sender=Backend)
 @receiver([post_save, post_delete], sender=Flow)
 def _flows_state_changed(sender: type, **kwargs: Any) -> None:
     snapshot.invalidate()
+
+
+@receiver(backend_added)
+def _discover_a_new_backend(sender: type, backend: Backend, healthy: bool, **kwargs: Any) -> dict:
+    """A new backend's flows, discovered at once (backends.services.backend_onboard)."""
+    if not healthy:
+        return {"flows": {"discovered": False, "error": "the health check failed"}}
+    try:
+        report = run_sync(adiscover, backend)
+    except BackendError as err:
+        return {"flows": {"discovered": False, "error": err.message}}
+    serving = Flow.objects.filter(backend=backend, removed_at__isnull=True, deployed=True)
+    routable = serving.filter(Q(is_generic=True) | ~Q(intent_keywords=[])).count()
+    return {
+        "flows": {
+            "discovered": True,
+            "total": report.total,
+            "added": report.added,
+            "routable": routable,
+        }
+    }

@@ -243,6 +243,10 @@ LOGGING = {
 # --- Flywheel --------------------------------------------------------------------
 # How long /readyz waits for each dependency before calling it down.
 READINESS_TIMEOUT_SECONDS = read("FLYWHEEL_READINESS_TIMEOUT", as_positive_float, 2.0)
+# A backend registered through REST, the admin or add_backend is probed and its flows
+# discovered at once, so it can answer without waiting for beat. False leaves that to
+# beat's next run (registering many at once; the test suite, which mocks each backend).
+ONBOARD_NEW_BACKENDS = read("FLYWHEEL_ONBOARD_NEW_BACKENDS", as_bool, True)
 # Public base URL, for links returned in answers (the trace page). Empty: the request's host.
 PUBLIC_URL = read("FLYWHEEL_PUBLIC_URL", as_url, "").rstrip("/")
 

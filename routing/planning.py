@@ -271,7 +271,8 @@ def plan(
         if not backends:
             raise NoMatchingFlowError(NO_BACKEND, details={"intent": intent, "backends": 0})
         raise NoMatchingFlowError(
-            f"No flow serves intent {intent!r}, and there is no generic flow.",
+            f"No flow serves intent {intent!r}, and there is no generic flow. In the admin "
+            "(Flows), add the intent to a flow's keywords or tick 'generic' on one.",
             details={"intent": intent},
         )
     if trial is None:  # a dry run, or the analytics page: what routing prefers

@@ -464,6 +464,8 @@ def environment() -> dict[str, str]:
         "FLYWHEEL_PUBLIC_URL": "",
         # Where the fuzzer's own backends point (see before_call): down, by design.
         "FLYWHEEL_BACKEND_ALLOWED_NETWORKS": f"{DOWN_ADDRESS}/32",
+        # ...so probing each one it registers would only wait for a down address.
+        "FLYWHEEL_ONBOARD_NEW_BACKENDS": "false",
         # The checks of authentication send many requests without a key, from one address.
         "FLYWHEEL_AUTH_FAILURE_LIMIT": "100000/minute",
         # Rules only: no question leaves the machine for an LLM.

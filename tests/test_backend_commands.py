@@ -18,16 +18,24 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _add(*args: str) -> str:
+    """What add_backend prints; its first line starts with the backend's id."""
     out = StringIO()
     call_command("add_backend", *args, stdout=out)
     return out.getvalue().strip()
 
 
-def test_add_backend_prints_the_new_id() -> None:
+def _id(printed: str) -> str:
+    return printed.split(":", 1)[0]
+
+
+def test_add_backend_prints_the_new_id_first() -> None:
     printed = _add("--name", "fw", "--kind", "flowise", "--url", "http://fw.test", "--api-key", "k")
 
     backend = Backend.objects.get()
-    assert printed == str(backend.pk)
+    assert (
+        printed.splitlines()[0]
+        == f"{backend.pk}: Registered backend 'fw' (flowise at http://fw.test)."
+    )
     assert (backend.kind, backend.api_key) == ("flowise", "k")
 
 
@@ -38,7 +46,7 @@ def test_add_backend_refuses_a_taken_name_unless_updating() -> None:
         _add("--name", "FW", "--kind", "flowise", "--url", "http://other.test")
     again = _add("--name", "fw", "--kind", "flowise", "--url", "http://new.test", "--update")
 
-    assert again == first
+    assert _id(again) == _id(first)
     assert Backend.objects.get().base_url == "http://new.test"
 
 
@@ -80,9 +88,9 @@ def test_add_backend_registers_trusted_shared_backends() -> None:
 
 
 def test_add_backend_with_a_tenant_touches_only_that_tenants_backend(tenant: Tenant) -> None:
-    shared_id = _add("--name", "lab", "--kind", "flowise", "--url", "http://10.0.0.1")
-    own_id = _add(
-        "--name", "lab", "--kind", "flowise", "--url", "http://10.0.0.2", "--tenant", "acme"
+    shared_id = _id(_add("--name", "lab", "--kind", "flowise", "--url", "http://10.0.0.1"))
+    own_id = _id(
+        _add("--name", "lab", "--kind", "flowise", "--url", "http://10.0.0.2", "--tenant", "acme")
     )
     _add(
         *("--name", "LAB", "--kind", "flowise", "--url", "http://10.0.0.3", "--update"),

@@ -207,7 +207,7 @@ def test_a_tenant_cannot_capture_the_key_make_peers_registers(
     again = _add(*args, "--api-key", REAL_KEY, "--update")
 
     shared = Backend.objects.get(tenant__isnull=True)
-    assert printed == again == str(shared.pk)
+    assert printed.split(":")[0] == again.split(":")[0] == str(shared.pk)
     assert (shared.name, shared.api_key, shared.allow_private_addresses) == (
         "flowise-peer",
         REAL_KEY,

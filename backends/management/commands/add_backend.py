@@ -1,4 +1,4 @@
-"""Register a Flowise or Langflow server as a backend and print its id."""
+"""Register a Flowise or Langflow server as a backend, probe it and discover its flows."""
 
 from __future__ import annotations
 
@@ -9,15 +9,21 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from backends.management.owner import add_owner_arguments, owner
 from backends.models import BackendKind
 from backends.selectors import backend_find
-from backends.services import backend_create, backend_update
+from backends.services import (
+    backend_create,
+    backend_onboard,
+    backend_update,
+    onboarding_lines,
+)
 from flywheel.errors import ApplicationError
 
 
 class Command(BaseCommand):
     help = (
-        "Register a shared backend, or one owned by --tenant (prints its id). With --update, "
-        "change the existing one of that name and owner. Backends registered here are "
-        "trusted: they may point at private addresses."
+        "Register a shared backend, or one owned by --tenant, then probe its health and "
+        "discover its flows at once, and print what was found (the first line: its id). "
+        "With --update, change the existing one of that name and owner. Backends "
+        "registered here are trusted: they may point at private addresses."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -59,4 +65,9 @@ class Command(BaseCommand):
                 )
         except ApplicationError as err:
             raise CommandError(f"{err.message} {err.details.get('fields', '')}") from err
-        self.stdout.write(str(backend.pk))
+        done = "Updated" if existing else "Registered"
+        self.stdout.write(
+            f"{backend.pk}: {done} backend {backend.name!r} ({backend.kind} at {backend.base_url})."
+        )
+        for line in onboarding_lines(backend_onboard(backend=backend)):
+            self.stdout.write(f"  {line}")
