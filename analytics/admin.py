@@ -17,10 +17,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from analytics.models import DecisionRollup, RollupState
-from flywheel.admin_base import ReadOnlyAdmin
+from flywheel.admin_base import ReadOnlyAdmin, shortened
 from flywheel.errors import ValidationError
 from routing.models import Intent, PerformanceRecord, RoutingDecision
 from routing.service import trace_path
@@ -44,14 +45,13 @@ class CorrectionForm(forms.Form):
 @admin.register(RoutingDecision)
 class RoutingDecisionAdmin(ReadOnlyAdmin):
     list_display = [
-        "request_id",
-        "created_at",
+        "short_question",
+        "when",
         "tenant",
         "intent",
-        "query_type",
         "backend",
         "outcome",
-        "total_ms",
+        "total_time",
         "corrected_intent",
     ]
     list_filter = [
@@ -67,6 +67,18 @@ class RoutingDecisionAdmin(ReadOnlyAdmin):
     list_select_related = ["tenant", "backend"]
     date_hierarchy = "created_at"
     readonly_fields = ["trace", "correct"]
+
+    @admin.display(description="Question", ordering="question")
+    def short_question(self, obj: RoutingDecision) -> str:
+        return shortened(obj.question, 50)
+
+    @admin.display(description="When", ordering="created_at")
+    def when(self, obj: RoutingDecision) -> str:
+        return timezone.localtime(obj.created_at).strftime("%m-%d %H:%M:%S")
+
+    @admin.display(description="Total", ordering="total_ms")
+    def total_time(self, obj: RoutingDecision) -> str:
+        return f"{obj.total_ms:.0f} ms"
 
     @admin.display(description="Trace page")
     def trace(self, decision: RoutingDecision) -> str:

@@ -17,11 +17,13 @@ from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
+from django_celery_beat.models import ClockedSchedule, SolarSchedule
 
 from backends.addresses import url_problem
 from backends.models import Backend, BackendHealth, HealthCheck
 from backends.services import backend_onboard, backends_health_check_now, onboarding_lines
-from flywheel.admin_base import ReadOnlyAdmin
+from flywheel.admin_base import ReadOnlyAdmin, shortened
 from flywheel.errors import ApplicationError, RateLimitError
 
 
@@ -97,10 +99,27 @@ class BackendHealthInline(admin.StackedInline):
         return False
 
 
+# Beat runs on intervals (backends/schedules.py): clocked and solar schedules are unused.
+for unused in (ClockedSchedule, SolarSchedule):
+    if admin.site.is_registered(unused):
+        admin.site.unregister(unused)
+
+
 @admin.register(Backend)
 class BackendAdmin(admin.ModelAdmin):
     form = BackendForm
-    list_display = ["name", "kind", "base_url", "enabled", "api_key_state", "is_healthy", "tenant"]
+    list_display = [
+        "name",
+        "kind",
+        "address",
+        "enabled",
+        "is_healthy",
+        "latency",
+        "cooldown",
+        "last_error",
+        "api_key_state",
+        "owner",
+    ]
     list_filter = ["kind", "enabled", "tenant", "allow_private_addresses", "health__healthy"]
     search_fields = ["name", "base_url"]
     list_select_related = ["health", "tenant"]
@@ -143,7 +162,35 @@ class BackendAdmin(admin.ModelAdmin):
                 state = "healthy" if outcome.ok else f"unhealthy: {outcome.error}"
                 self.message_user(request, f"{outcome.backend}: {state}", level)
 
-    @admin.display(description="API key")
+    @admin.display(description="Base URL", ordering="base_url")
+    def address(self, obj: Backend) -> str:
+        return shortened(obj.base_url, 32)
+
+    @admin.display(description="Latency", ordering="health__latency_ms")
+    def latency(self, obj: Backend) -> str:
+        health = getattr(obj, "health", None)
+        if health is None or health.latency_ms is None:
+            return "-"
+        return f"{health.latency_ms:.0f} ms"
+
+    @admin.display(description="Cooldown", ordering="health__cooldown_until")
+    def cooldown(self, obj: Backend) -> str:
+        health = getattr(obj, "health", None)
+        until = health.cooldown_until if health is not None else None
+        if until is None or until <= timezone.now():
+            return "-"
+        return timezone.localtime(until).strftime("%H:%M:%S")
+
+    @admin.display(description="Last error")
+    def last_error(self, obj: Backend) -> str:
+        health = getattr(obj, "health", None)
+        return shortened(health.last_error, 40) if health is not None and health.last_error else "-"
+
+    @admin.display(description="Tenant", ordering="tenant__name")
+    def owner(self, obj: Backend) -> str:
+        return shortened(obj.tenant.name, 24) if obj.tenant else "shared"
+
+    @admin.display(description="Key")
     def api_key_state(self, obj: Backend) -> str:
         return "set (hidden)" if obj.has_api_key else "not set"
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 
 from backends.adapters import run_sync
@@ -25,8 +26,47 @@ from chatflows.services import flows_discover_now
 from flywheel.errors import ApplicationError
 
 
+class KeywordsField(forms.Field):
+    """A flow's intent keywords as one line, "code-review, summarize": not raw JSON."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return ", ".join(str(v) for v in value)
+        return value
+
+    widget = forms.TextInput
+
+    def to_python(self, value: Any) -> list[str]:
+        text = value if isinstance(value, str) else ", ".join(value or [])
+        if len(text) > 2000:
+            raise forms.ValidationError("At most 2000 characters.")
+        keywords: list[str] = []
+        for word in text.split(","):
+            word = word.strip().lower()
+            if word and word not in keywords:
+                keywords.append(word)
+        return keywords
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        return self.to_python(self.prepare_value(initial)) != self.to_python(data)
+
+
+class FlowForm(forms.ModelForm):
+    intent_keywords = KeywordsField(
+        required=False,
+        widget=forms.TextInput(attrs={"size": 80}),
+        help_text="The intents this flow serves (their slugs, such as code-review), "
+        "separated by commas. Edited here, they survive discoveries.",
+    )
+
+    class Meta:
+        model = Flow
+        fields = ["intent_keywords", "keywords_edited", "scope", "is_generic"]
+
+
 @admin.register(Flow)
 class FlowAdmin(admin.ModelAdmin):
+    form = FlowForm
     list_display = [
         "name",
         "backend",
@@ -130,6 +170,15 @@ class BackendDiscoveryAdmin(BackendAdmin):
     """
 
     actions = [*(BackendAdmin.actions or ()), "discover_flows_now"]
+    list_display = [*BackendAdmin.list_display[:4], "flows", *BackendAdmin.list_display[4:]]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Backend]:
+        active = Q(flows__removed_at__isnull=True)
+        return super().get_queryset(request).annotate(flow_count=Count("flows", filter=active))
+
+    @admin.display(description="Flows", ordering="flow_count")
+    def flows(self, obj: Backend) -> int:
+        return int(getattr(obj, "flow_count", 0))
 
     @admin.action(description="Discover flows of selected backends now")
     def discover_flows_now(self, request: HttpRequest, queryset: QuerySet[Backend]) -> None:

@@ -6,6 +6,16 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+
+def shortened(text: str, limit: int = 60) -> SafeString | str:
+    """``text`` cut to ``limit`` characters for a list column, whole in its tooltip: a
+    long regex or question must not push the other columns off the screen."""
+    if len(text) <= limit:
+        return text
+    return format_html('<span title="{}">{}…</span>', text, text[: limit - 1])
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

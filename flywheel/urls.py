@@ -104,6 +104,9 @@ urlpatterns = [
 ]
 
 admin.site.site_header = "Flywheel administration"
+# The lists (backends, decisions, patterns) need the width more than a second menu:
+# the home page and the breadcrumbs lead everywhere.
+admin.site.enable_nav_sidebar = False
 admin.site.site_title = "Flywheel"
 
 

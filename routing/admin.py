@@ -7,11 +7,12 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 
-from flywheel.admin_base import ReadOnlyAdmin
+from flywheel.admin_base import ReadOnlyAdmin, shortened
 from routing.models import (
     ClassifierModel,
     Intent,
@@ -81,10 +82,14 @@ class IntentAdmin(admin.ModelAdmin):
 
 @admin.register(IntentPattern)
 class IntentPatternAdmin(admin.ModelAdmin):
-    list_display = ["pattern", "intent", "kind", "weight", "enabled"]
+    list_display = ["short_pattern", "intent", "kind", "weight", "enabled"]
     list_filter = ["intent", "kind", "enabled"]
     search_fields = ["pattern", "intent__slug"]
     list_select_related = ["intent"]
+
+    @admin.display(description="Pattern", ordering="pattern")
+    def short_pattern(self, obj: IntentPattern) -> str:
+        return shortened(obj.pattern, 80)
 
 
 @admin.register(IntentExample)
@@ -119,9 +124,13 @@ class ClassifierModelAdmin(ReadOnlyAdmin):
 
 @admin.register(ScopePattern)
 class ScopePatternAdmin(admin.ModelAdmin):
-    list_display = ["pattern", "scope", "kind", "weight", "enabled"]
+    list_display = ["short_pattern", "scope", "kind", "weight", "enabled"]
     list_filter = ["scope", "kind", "enabled"]
     search_fields = ["pattern"]
+
+    @admin.display(description="Pattern", ordering="pattern")
+    def short_pattern(self, obj: ScopePattern) -> str:
+        return shortened(obj.pattern, 80)
 
 
 @admin.register(RoutingPolicy)
@@ -171,6 +180,15 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return not RoutingPolicy.objects.exists()  # there is one policy
 
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        """The one policy opens directly: a list of one row is a click too many."""
+        policy = RoutingPolicy.objects.order_by("pk").first()
+        if policy is not None and not request.GET:
+            return HttpResponseRedirect(
+                reverse("admin:routing_routingpolicy_change", args=[policy.pk])
+            )
+        return super().changelist_view(request, extra_context)
+
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
@@ -191,12 +209,28 @@ class TurnInline(admin.TabularInline):
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
-    list_display = ["id", "tenant", "created_at", "updated_at"]
+    list_display = ["first_question", "turn_count", "tenant", "created_at", "updated_at"]
     list_filter = ["tenant"]
     search_fields = ["id", "turns__question"]
     list_select_related = ["tenant"]
     readonly_fields = ["id", "created_at", "updated_at"]
     inlines = [TurnInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
+        first = Turn.objects.filter(session=OuterRef("pk")).order_by("created_at", "id")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(turns_n=Count("turns"), first_q=Subquery(first.values("question")[:1]))
+        )
+
+    @admin.display(description="First question")
+    def first_question(self, obj: Session) -> str:
+        return shortened(getattr(obj, "first_q", None) or "(no turn yet)", 80)
+
+    @admin.display(description="Turns", ordering="turns_n")
+    def turn_count(self, obj: Session) -> int:
+        return int(getattr(obj, "turns_n", 0))
 
 
 @admin.register(Turn)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from html import unescape
 from typing import Any
 
 import pytest
@@ -13,6 +14,8 @@ from django.contrib.messages.storage.cookie import CookieStorage
 from django.db.models import Model
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import escape
 
 from analytics.models import DecisionRollup
 from backends.models import Backend, BackendHealth, HealthCheck
@@ -86,7 +89,7 @@ def test_every_project_model_has_an_admin() -> None:
 
 def test_every_changelist_add_and_change_page_loads(admin_client: Client, populated) -> None:
     for model in _registered_models():
-        changelist = admin_client.get(_url(model, "changelist"))
+        changelist = admin_client.get(_url(model, "changelist"), follow=True)
         assert changelist.status_code == 200, model
 
         can_add = admin.site._registry[model].has_add_permission(changelist.wsgi_request)
@@ -268,15 +271,17 @@ def test_editing_flow_keywords_marks_them_as_hand_edited(
             "flow_type": "",
             "description": "",
             "endpoint_name": "",
-            "intent_keywords": '["code-review"]',
+            "intent_keywords": " Code-Review, summarize,,code-review ",
             "scope": "any",
         },
     )
 
     assert response.status_code == 302
     flow.refresh_from_db()
-    assert flow.intent_keywords == ["code-review"]
+    assert flow.intent_keywords == ["code-review", "summarize"]
     assert flow.keywords_edited is True
+    page = admin_client.get(_url(Flow, "change", flow.pk)).content.decode()
+    assert 'value="code-review, summarize"' in page  # one line, not JSON
 
 
 def test_decisions_cannot_be_edited_or_deleted(admin_client: Client, populated) -> None:
@@ -378,3 +383,87 @@ def test_the_flow_actions_deploy_and_delete_on_the_backend_first(
     shown = [str(m) for m in result.context["messages"]]
     assert any("not found in the database" in m for m in shown), shown
     assert flow.removed_at is not None
+
+
+# --- lists that fit the screen and say what matters --------------------------------------
+
+
+def test_the_backends_list_shows_latency_cooldown_last_error_and_flows(
+    admin_client: Client, backend: Backend
+) -> None:
+    BackendHealth.objects.create(
+        backend=backend,
+        healthy=False,
+        latency_ms=42.4,
+        last_error="Backend 'fw' could not be reached (the connection failed). " * 3,
+        cooldown_until=timezone.now() + timedelta(minutes=5),
+    )
+    Flow.objects.create(backend=backend, external_id="a", name="A")
+    Flow.objects.create(backend=backend, external_id="b", name="B")
+    Flow.objects.create(backend=backend, external_id="c", name="C", removed_at=timezone.now())
+
+    page = admin_client.get(_url(Backend, "changelist")).content.decode()
+
+    assert "42 ms" in page
+    assert '<td class="field-flows">2</td>' in page
+    assert re.search(r'<td class="field-cooldown">\d\d:\d\d:\d\d</td>', page)
+    assert "could not be reached (the connection failed). Backend" in page  # the tooltip
+    assert '<td class="field-last_error"><span title=' in page  # cut in the column
+
+
+def test_a_long_regex_is_cut_in_the_list_and_whole_on_hover(admin_client: Client, db) -> None:
+    defaults_load()
+    longest = max(IntentPattern.objects.all(), key=lambda p: len(p.pattern))
+    assert len(longest.pattern) > 80
+
+    page = admin_client.get(_url(IntentPattern, "changelist") + "?all=").content.decode()
+
+    shown = re.search(rf'<span title="{re.escape(escape(longest.pattern))}">(.*?)</span>', page)
+    assert shown is not None
+    assert shown.group(1).endswith("…")
+    assert len(unescape(shown.group(1))) == 80
+
+
+def test_the_decisions_list_shows_the_question_outcome_and_time(
+    admin_client: Client, tenant: Tenant
+) -> None:
+    RoutingDecision.objects.create(
+        tenant=tenant, question="How do I rotate the keys?", outcome="fallback", total_ms=1234.5
+    )
+
+    page = admin_client.get(_url(RoutingDecision, "changelist")).content.decode()
+
+    assert "How do I rotate the keys?" in page
+    assert '<td class="field-outcome">Answered after a fallback</td>' in page
+    assert '<td class="field-total_time">1234 ms</td>' in page
+
+
+def test_the_routing_policy_opens_directly(admin_client: Client, db) -> None:
+    defaults_load()
+
+    response = admin_client.get(_url(RoutingPolicy, "changelist"))
+
+    assert response.status_code == 302
+    assert response["Location"] == _url(RoutingPolicy, "change", RoutingPolicy.objects.get().pk)
+
+
+def test_the_sessions_list_shows_the_first_question_and_the_turns(
+    admin_client: Client, tenant: Tenant
+) -> None:
+    session = Session.objects.create(tenant=tenant)
+    for question in ("What is a vector index?", "and how big can it get?"):
+        Turn.objects.create(session=session, question=question, answer="...")
+
+    page = admin_client.get(_url(Session, "changelist")).content.decode()
+
+    assert "What is a vector index?" in page
+    assert "and how big can it get?" not in page
+    assert '<td class="field-turn_count">2</td>' in page
+
+
+def test_unused_beat_schedules_are_not_in_the_admin() -> None:
+    from django_celery_beat.models import ClockedSchedule, IntervalSchedule, SolarSchedule
+
+    assert not admin.site.is_registered(ClockedSchedule)
+    assert not admin.site.is_registered(SolarSchedule)
+    assert admin.site.is_registered(IntervalSchedule)
