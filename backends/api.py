@@ -222,6 +222,11 @@ class OnboardingSerializer(serializers.Serializer):
 class BackendCreatedSerializer(BackendSerializer):
     onboarding = OnboardingSerializer(read_only=True)
 
+    # A plain boolean here: a third enum of one value named "shared" would collide.
+    @extend_schema_field({"type": "boolean", "description": "Always false: it is yours."})
+    def get_shared(self, backend: Backend) -> bool:
+        return False
+
 
 def _editable(request: Request, backend: Backend) -> Backend:
     if backend.tenant_id is None:

@@ -56,6 +56,7 @@ api = ApiHandler()
 
 # Imported once Django is set up (get_asgi_application did that above).
 from flywheel.fastlane import FastLane, host_refusal  # noqa: E402
+from flywheel.metrics import REQUESTS, door_of  # noqa: E402
 from routing import api as routing_api  # noqa: E402
 
 api_with_fast_lane = FastLane(
@@ -132,4 +133,18 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     is_api = scope["type"] == "http" and scope["path"].startswith("/api/")
     handler = api_with_fast_lane if is_api else site
-    await handler(scope, receive, send)
+    if scope["type"] != "http":
+        await handler(scope, receive, send)
+        return
+    status = 0
+
+    async def counted(message: Mapping[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        await send(message)
+
+    try:
+        await handler(scope, receive, counted)
+    finally:  # a client gone before the answer started counts as status "none"
+        REQUESTS.labels(door_of(scope["path"]), str(status) if status else "none").inc()

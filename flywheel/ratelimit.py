@@ -44,6 +44,7 @@ from redis.exceptions import NoScriptError, RedisError
 from flywheel.cache import shared_cache
 from flywheel.env import as_rate
 from flywheel.errors import RateLimitError
+from flywheel.metrics import RATE_LIMITED
 
 if TYPE_CHECKING:
     from flywheel.models import ApiKey
@@ -132,6 +133,7 @@ def _requests_key(key_id: int | str, rate: Rate, now: float) -> str:
 
 
 def _address_refused(rate: Rate, now: float) -> RateLimitError:
+    RATE_LIMITED.labels("auth-failures").inc()
     return RateLimitError(
         "Too many failed authentications from this address; try again later.",
         retry_after=_window(rate, now)[1],
@@ -174,6 +176,7 @@ class RateLimiter:
                 details={"limit": describe(rate)},
             )
             err.excess = hit - rate[0]
+            RATE_LIMITED.labels("key").inc()
             raise err
 
     def admit_address(self, *, address: str) -> None:

@@ -246,6 +246,8 @@ READINESS_TIMEOUT_SECONDS = read("FLYWHEEL_READINESS_TIMEOUT", as_positive_float
 # A backend registered through REST, the admin or add_backend is probed and its flows
 # discovered at once, so it can answer without waiting for beat. False leaves that to
 # beat's next run (registering many at once; the test suite, which mocks each backend).
+# /metrics answers a bearer of this token; unset, it answers only requests from this host.
+METRICS_TOKEN = read("FLYWHEEL_METRICS_TOKEN", str, "")
 ONBOARD_NEW_BACKENDS = read("FLYWHEEL_ONBOARD_NEW_BACKENDS", as_bool, True)
 # Public base URL, for links returned in answers (the trace page). Empty: the request's host.
 PUBLIC_URL = read("FLYWHEEL_PUBLIC_URL", as_url, "").rstrip("/")

@@ -99,6 +99,7 @@ urlpatterns = [
     ),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
+    path("metrics", views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_v1, "api"))),
 ]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+import hmac
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -13,6 +16,7 @@ from rest_framework.views import APIView
 
 from flywheel.authentication import request_api_key
 from flywheel.errors import error_body
+from flywheel.metrics import exposition
 from flywheel.readiness import readiness_report
 
 
@@ -21,6 +25,32 @@ from flywheel.readiness import readiness_report
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness: answers whenever the process can serve a request."""
     return JsonResponse({"status": "ok"})
+
+
+LOOPBACK = {"127.0.0.1", "::1"}
+
+
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics (flywheel/metrics.py). With FLYWHEEL_METRICS_TOKEN set, only
+    for ``Authorization: Bearer <token>``; without it, only from this machine: the
+    counts name backends and intents of every tenant."""
+    token = settings.METRICS_TOKEN
+    if token:
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        allowed = hmac.compare_digest(given.encode(), token.encode())
+    else:
+        allowed = request.META.get("REMOTE_ADDR") in LOOPBACK
+    if not allowed:
+        body = error_body(
+            "PermissionDenied",
+            "Metrics are served to this machine, or with FLYWHEEL_METRICS_TOKEN as a bearer token.",
+            {},
+        )
+        return JsonResponse(body, status=403)
+    content, content_type = exposition()
+    return HttpResponse(content, content_type=content_type)
 
 
 @never_cache

@@ -35,12 +35,14 @@ from django.utils import timezone
 from backends.models import Backend
 from chatflows.models import Flow
 from flywheel.cache import shared_cache
+from flywheel.metrics import BACKEND_LATENCY, DECISIONS, FALLBACKS, WRITER_BACKLOG
 from routing.batch_sql import decisions_insert, storable
 from routing.execution import Attempt
 from routing.models import (
     ExampleSource,
     Intent,
     IntentExample,
+    Outcome,
     PerformanceRecord,
     RoutingDecision,
     Session,
@@ -344,6 +346,19 @@ def database_down(err: BaseException) -> bool:
     return state is None or state.startswith(_UNREACHABLE_STATES)
 
 
+def count(batch: Sequence[DecisionData]) -> None:
+    """Count decisions, fallbacks and attempts for /metrics (flywheel/metrics.py)."""
+    for data in batch:
+        winner = next((a.backend for a in reversed(data.attempts) if a.ok), "none")
+        intent = data.intent or "none"
+        DECISIONS.labels(winner, intent, data.intent_method or "none", data.outcome).inc()
+        if data.outcome == Outcome.FALLBACK:
+            FALLBACKS.labels(intent).inc()
+        for attempt in data.attempts:
+            result = "ok" if attempt.ok else "failed"
+            BACKEND_LATENCY.labels(attempt.backend, result).observe(attempt.latency_ms / 1000)
+
+
 class _Writer:
     """Writes decisions behind the answers, on threads of their own.
 
@@ -414,6 +429,7 @@ class _Writer:
         with self._lock:
             self._pending[session_id] = self._pending.get(session_id, 0) + 1
         job = _Job(data, performance_window, answer, segment)
+        WRITER_BACKLOG.inc()
         self._queues[hash(session_id) % self.THREADS].put(job)
 
     def hurry(self, session_id: uuid.UUID | None = None) -> None:
@@ -455,11 +471,13 @@ class _Writer:
 
     def _write(self, jobs: list[_Job]) -> None:
         batch = [job.data for job in jobs]
+        count(batch)
         window = max(job.performance_window for job in jobs)
         self._remember([job.answer for job in jobs if job.answer is not None])
         try:
             self._store_until_done(batch, window)
         finally:
+            WRITER_BACKLOG.dec(len(batch))
             with self._lock:
                 for data in batch:
                     left = self._pending.get(data.session_id, 1) - 1

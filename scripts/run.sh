@@ -10,6 +10,12 @@ HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 BIN=.venv/bin
 LOGS=${FLYWHEEL_VAR_DIR:-var}/log
+# /metrics sums what every process counted here (prometheus_client's multiprocess mode);
+# the default directory starts empty, as that mode needs.
+if [ -z "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
+    export PROMETHEUS_MULTIPROC_DIR=${FLYWHEEL_VAR_DIR:-var}/metrics
+    rm -rf "$PROMETHEUS_MULTIPROC_DIR"
+fi
 
 # uvicorn would only say "address already in use" after everything else started.
 if ! $BIN/python - "$HOST" "$PORT" <<'PY'
@@ -26,6 +32,7 @@ then
     exit 1
 fi
 
+mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
 $BIN/python manage.py migrate --noinput -v 0
 $BIN/python manage.py load_defaults
 $BIN/python manage.py bootstrap --url "http://$HOST:$PORT"

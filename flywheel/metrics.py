@@ -1,0 +1,109 @@
+"""Prometheus metrics, served at /metrics (flywheel.views.metrics).
+
+The counters live here, in the base app; the code that sees each event
+increments them: the ASGI entry point (requests by door and status), the
+decision writer (decisions, fallbacks, backend latency, its backlog) and the
+rate limiter (refusals). State that lives in the database (each backend's
+health and breaker) is read when Prometheus scrapes, by collectors the apps
+register (``register_collector``), so this module imports no app above it.
+
+With several processes (uvicorn ``--workers``, the Celery worker) set
+PROMETHEUS_MULTIPROC_DIR to a directory they share, emptied before they start
+(`make run` does): each process writes its counts there and a scrape sums them
+(prometheus_client's multiprocess mode). Without it, a scrape sees the counts
+of the process that answers it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import Metric
+
+REQUESTS = Counter(
+    "flywheel_requests_total", "HTTP requests answered, by door and status.", ["door", "status"]
+)
+DECISIONS = Counter(
+    "flywheel_decisions_total",
+    "Routing decisions, by the backend that answered (none), intent, method and outcome.",
+    ["backend", "intent", "method", "outcome"],
+)
+FALLBACKS = Counter(
+    "flywheel_fallbacks_total", "Questions answered after a failed attempt, by intent.", ["intent"]
+)
+BACKEND_LATENCY = Histogram(
+    "flywheel_backend_latency_seconds",
+    "Attempts on backends, by backend and result (ok or failed).",
+    ["backend", "result"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+WRITER_BACKLOG = Gauge(
+    "flywheel_decision_writer_backlog",
+    "Decisions answered but not yet written to the database, summed over processes.",
+    multiprocess_mode="livesum",
+)
+RATE_LIMITED = Counter(
+    "flywheel_rate_limited_total", "Requests refused by a rate limit, by limit.", ["limit"]
+)
+
+logger = logging.getLogger(__name__)
+
+Collect = Callable[[], Iterable[Metric]]
+_collectors: list[Collect] = []
+
+
+class _Scraped:
+    """A collector that reads its metrics when Prometheus scrapes."""
+
+    def __init__(self, collect: Collect) -> None:
+        self._collect = collect
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            return list(self._collect())
+        except Exception as err:  # the database down: the process's own counts still answer
+            logger.warning("Metrics: %s failed: %s", self._collect.__name__, type(err).__name__)
+            return []
+
+
+def register_collector(collect: Collect) -> None:
+    """Add metrics read at scrape time (an app's AppConfig.ready calls this once)."""
+    _collectors.append(collect)
+
+
+def door_of(path: str) -> str:
+    """Which door a request came through, by its path."""
+    if path.startswith("/api/"):
+        return "rest"
+    if path.startswith("/admin/"):
+        return "admin"
+    if path.startswith("/static/"):
+        return "static"
+    if path in ("/healthz", "/readyz", "/metrics"):
+        return "probe"
+    return "pages"
+
+
+def exposition() -> tuple[bytes, str]:
+    """The metrics in Prometheus' text format, and its content type."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    scraped = CollectorRegistry()
+    for collect in _collectors:
+        scraped.register(_Scraped(collect))
+    return generate_latest(registry) + generate_latest(scraped), CONTENT_TYPE_LATEST

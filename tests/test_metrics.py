@@ -1,0 +1,180 @@
+"""/metrics: what the analytics pages show, in Prometheus' format, for this machine only.
+
+Counters are process-wide and grow across tests, so each test compares the
+values before and after what it does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import override_settings
+from django.utils import timezone
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from backends.models import BackendHealth
+from flywheel.asgi import application
+from flywheel.asyncdb import db
+from routing.recording import drain
+from tests.routing_world import World
+
+pytestmark = pytest.mark.django_db(transaction=True)
+REVIEW = "Please review my pull request"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _value(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def _request(
+    method: str, path: str, client: str = "127.0.0.1", **kwargs: Any
+) -> httpx.Response:
+    transport = httpx.ASGITransport(app=cast(Any, application), client=(client, 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        return await http.request(method, path, **kwargs)
+
+
+def _scraped(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def test_a_routed_question_shows_in_every_count(world: World, raw_api_key: str) -> None:
+    decided = {"backend": "fw", "intent": "code-review", "method": "rules", "outcome": "success"}
+    before = (
+        _value("flywheel_requests_total", door="rest", status="200"),
+        _value("flywheel_decisions_total", **decided),
+        _value("flywheel_backend_latency_seconds_count", backend="fw", result="ok"),
+    )
+
+    asked = await _request(
+        "POST",
+        "/api/v1/query",
+        json={"question": REVIEW},
+        headers={"Authorization": f"Bearer {raw_api_key}"},
+    )
+    await sync_to_async(drain)()
+    await db(BackendHealth.objects.filter(backend=world.lf).update)(
+        cooldown_until=timezone.now() + timedelta(minutes=1)
+    )
+    scraped = await _request("GET", "/metrics")
+
+    assert asked.status_code == 200, asked.content
+    assert scraped.status_code == 200
+    assert scraped.headers["content-type"].startswith("text/plain; version=")
+    samples = _scraped(scraped.text)
+    after = (
+        samples[("flywheel_requests_total", (("door", "rest"), ("status", "200")))],
+        samples[("flywheel_decisions_total", tuple(sorted(decided.items())))],
+        samples[("flywheel_backend_latency_seconds_count", (("backend", "fw"), ("result", "ok")))],
+    )
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]
+    assert samples[("flywheel_backend_healthy", (("backend", "fw"),))] == 1
+    assert samples[("flywheel_backend_cooldown", (("backend", "lf"),))] == 1
+    assert samples[("flywheel_backend_cooldown", (("backend", "fw"),))] == 0
+    assert ("flywheel_decision_writer_backlog", ()) in samples
+    assert "sk-FW-SECRET" not in scraped.text
+
+
+async def test_a_fallback_and_a_failed_attempt_are_counted(world: World, raw_api_key: str) -> None:
+    world.fail(world.fw_route)
+    before = (
+        _value("flywheel_fallbacks_total", intent="code-review"),
+        _value("flywheel_backend_latency_seconds_count", backend="fw", result="failed"),
+    )
+
+    asked = await _request(
+        "POST",
+        "/api/v1/query",
+        json={"question": REVIEW},
+        headers={"Authorization": f"Bearer {raw_api_key}"},
+    )
+    await sync_to_async(drain)()
+
+    assert asked.json()["routing"]["fallback_used"] is True
+    assert _value("flywheel_fallbacks_total", intent="code-review") == before[0] + 1
+    assert (
+        _value("flywheel_backend_latency_seconds_count", backend="fw", result="failed")
+        == before[1] + 1
+    )
+
+
+async def test_a_rate_limit_refusal_is_counted(raw_api_key: str) -> None:
+    before = _value("flywheel_rate_limited_total", limit="auth-failures")
+
+    with override_settings(AUTH_FAILURE_LIMIT=(2, 60)):
+        statuses = [
+            (
+                await _request("GET", "/api/v1/whoami", headers={"Authorization": "Bearer nope"})
+            ).status_code
+            for _ in range(4)
+        ]
+
+    assert statuses[-1] == 429
+    assert _value("flywheel_rate_limited_total", limit="auth-failures") > before
+
+
+async def test_metrics_are_refused_to_another_machine_without_the_token() -> None:
+    refused = await _request("GET", "/metrics", client="10.1.2.3")
+    with override_settings(METRICS_TOKEN="s3cret-token"):
+        wrong = await _request(
+            "GET", "/metrics", client="10.1.2.3", headers={"Authorization": "Bearer nope"}
+        )
+        right = await _request(
+            "GET", "/metrics", client="10.1.2.3", headers={"Authorization": "Bearer s3cret-token"}
+        )
+
+    assert refused.status_code == wrong.status_code == 403
+    assert refused.json()["error"]["type"] == "PermissionDenied"
+    assert right.status_code == 200
+    assert "flywheel_requests_total" in right.text
+
+
+def test_with_several_processes_a_scrape_sums_them(tmp_path: Path) -> None:
+    """uvicorn --workers: each process counts in PROMETHEUS_MULTIPROC_DIR, and any of
+    them answers /metrics with the sum."""
+    env = {
+        **os.environ,
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        # No database here: the backends' gauges are skipped, the counts still answer.
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'none.sqlite3'}",
+    }
+    (tmp_path / "metrics").mkdir()
+    count = (
+        "import django; django.setup();"
+        "from flywheel.metrics import DECISIONS;"
+        "DECISIONS.labels('fw', 'general', 'rules', 'success').inc(3)"
+    )
+    for _ in range(2):
+        subprocess.run(  # noqa: S603 - our own interpreter
+            [sys.executable, "-c", count], cwd=ROOT, env=env, check=True
+        )
+    scrape = (
+        "import django; django.setup();"
+        "from flywheel.metrics import exposition;"
+        "print(exposition()[0].decode())"
+    )
+    printed = subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, "-c", scrape],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+    labels = (("backend", "fw"), ("intent", "general"), ("method", "rules"), ("outcome", "success"))
+    assert _scraped(printed)[("flywheel_decisions_total", labels)] == 6
