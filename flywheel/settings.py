@@ -224,15 +224,23 @@ SPECTACULAR_SETTINGS = {
 LOG_LEVEL = read(
     "FLYWHEEL_LOG_LEVEL", as_choice("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO"
 )
+# text: readable lines; json: one JSON object per line (flywheel/logs.py). Both name the
+# request id of the query a line belongs to.
+LOG_FORMAT = read("FLYWHEEL_LOG_FORMAT", as_choice("TEXT", "JSON"), "TEXT").lower()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"request_id": {"()": "flywheel.logs.RequestIdFilter"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {"()": "flywheel.logs.JsonFormatter"},
+    },
     "handlers": {
         "stderr": {
             "class": "logging.StreamHandler",
             "stream": "ext://sys.stderr",
-            "formatter": "plain",
+            "formatter": LOG_FORMAT,
+            "filters": ["request_id"],
         }
     },
     "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
@@ -243,11 +251,11 @@ LOGGING = {
 # --- Flywheel --------------------------------------------------------------------
 # How long /readyz waits for each dependency before calling it down.
 READINESS_TIMEOUT_SECONDS = read("FLYWHEEL_READINESS_TIMEOUT", as_positive_float, 2.0)
+# /metrics answers a bearer of this token; unset, it answers only requests from this host.
+METRICS_TOKEN = read("FLYWHEEL_METRICS_TOKEN", str, "")
 # A backend registered through REST, the admin or add_backend is probed and its flows
 # discovered at once, so it can answer without waiting for beat. False leaves that to
 # beat's next run (registering many at once; the test suite, which mocks each backend).
-# /metrics answers a bearer of this token; unset, it answers only requests from this host.
-METRICS_TOKEN = read("FLYWHEEL_METRICS_TOKEN", str, "")
 ONBOARD_NEW_BACKENDS = read("FLYWHEEL_ONBOARD_NEW_BACKENDS", as_bool, True)
 # Public base URL, for links returned in answers (the trace page). Empty: the request's host.
 PUBLIC_URL = read("FLYWHEEL_PUBLIC_URL", as_url, "").rstrip("/")

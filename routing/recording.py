@@ -54,6 +54,7 @@ from routing.state import PERFORMANCE_TTL_SECONDS, policy_values, publish_perfor
 
 ANSWER_CACHE_KEY = "flywheel:answer:{tenant}:{intent}:{digest}"
 logger = logging.getLogger(__name__)
+decisions_log = logging.getLogger("flywheel.decisions")  # one line per decision
 
 
 @dataclass(frozen=True)
@@ -347,10 +348,33 @@ def database_down(err: BaseException) -> bool:
 
 
 def count(batch: Sequence[DecisionData]) -> None:
-    """Count decisions, fallbacks and attempts for /metrics (flywheel/metrics.py)."""
+    """Count decisions, fallbacks and attempts for /metrics (flywheel/metrics.py), and log
+    one line per decision (no question text: it is the user's)."""
     for data in batch:
         winner = next((a.backend for a in reversed(data.attempts) if a.ok), "none")
         intent = data.intent or "none"
+        total_ms = data.timings.get("total_ms", 0.0)
+        decisions_log.info(
+            "decision %s: %s (%s) -> %s, %s in %.0f ms",
+            data.request_id,
+            intent,
+            data.intent_method or "none",
+            winner,
+            data.outcome,
+            total_ms,
+            extra={
+                "request_id": str(data.request_id),
+                "fields": {
+                    "intent": intent,
+                    "method": data.intent_method,
+                    "backend": winner,
+                    "outcome": data.outcome,
+                    "attempts": len(data.attempts),
+                    "total_ms": total_ms,
+                    "error_type": data.error_type,
+                },
+            },
+        )
         DECISIONS.labels(winner, intent, data.intent_method or "none", data.outcome).inc()
         if data.outcome == Outcome.FALLBACK:
             FALLBACKS.labels(intent).inc()

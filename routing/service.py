@@ -23,6 +23,7 @@ from django.http import HttpRequest
 
 from backends.adapters.base import Exchange, ExecutionResult
 from chatflows.lifecycle import KINDS, resolve_flow
+from flywheel import logs
 from flywheel.asyncdb import db
 from flywheel.errors import (
     DATABASE_UNAVAILABLE,
@@ -599,6 +600,7 @@ async def answer_question(request: QueryRequest, *, tenant: Tenant) -> dict[str,
     client that goes away mid-answer does not stop it being recorded.
     """
     query = _Query(request, tenant)
+    logs.request_id.set(str(query.request_id))  # every line logged answering it names it
     task = asyncio.ensure_future(_answer(query))
     _background.add(task)
     task.add_done_callback(_background.discard)
@@ -707,6 +709,7 @@ async def stream_answer(
     """
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     query = _Query(request, tenant)
+    logs.request_id.set(str(query.request_id))
     task = asyncio.ensure_future(_stream_producer(query, queue))
     _background.add(task)
     task.add_done_callback(_background.discard)
