@@ -133,7 +133,7 @@ QUERY_ANSWER = {
                 "intent_confidence": {"type": "number"},
                 "method": {
                     "type": "string",
-                    "enum": ["rules", "context", "example", "model", "llm", "override"],
+                    "enum": ["rules", "context", "example", "model", "llm", "override", "default"],
                 },
                 "evidence": {"type": "array", "items": {"type": "string"}},
                 "query_type": {"type": "object", "nullable": True},

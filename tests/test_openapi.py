@@ -118,6 +118,19 @@ def test_the_query_answer_may_come_as_an_event_stream(schema) -> None:
     assert "event: end" in content["text/event-stream"]["example"]
 
 
+def test_the_answers_method_lists_every_intent_method(schema) -> None:
+    """flywheel/openapi.py spells the methods out (it cannot import routing's models)."""
+    from routing.models import IntentMethod
+
+    answer = schema["paths"]["/api/v1/query"]["post"]["responses"]["200"]["content"]
+    routing = answer["application/json"]["schema"]
+    while "$ref" in routing:
+        routing = schema["components"]["schemas"][routing["$ref"].rsplit("/", 1)[1]]
+    method = routing["properties"]["routing"]["properties"]["method"]
+
+    assert sorted(method["enum"]) == sorted(IntentMethod.values)
+
+
 @pytest.mark.parametrize("path", ["/api/v1/query", "/api/v1/route"])
 def test_the_query_body_states_the_constraints_the_server_enforces(schema, path: str) -> None:
     body = _body(schema, "post", path)
