@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import logging
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from django.conf import settings
 
 from flywheel.cache import shared_cache
 from routing.learned import LearnedModel
+from routing.llm import loop_client
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +39,6 @@ CACHE_KEY = "flywheel:embedding:{digest}"
 CACHE_SECONDS = 30 * 24 * 3600
 QUESTIONS_KEPT = 2048  # question vectors this process keeps
 _FAILURES = (TimeoutError, httpx.HTTPError, ValueError, KeyError, IndexError, TypeError)
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
-_clients = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -145,14 +143,6 @@ class _Recent:
 _recent = _Recent()
 
 
-def _client() -> httpx.AsyncClient:
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        client = _clients[loop] = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=2.0))
-    return client
-
-
 async def question_vector(model: LearnedModel | None, question: str) -> np.ndarray | None:
     """``question``'s unit vector when embeddings are configured and ``model`` holds
     neighbours from the same embedding model; else, or on any failure, None."""
@@ -167,7 +157,7 @@ async def question_vector(model: LearnedModel | None, question: str) -> np.ndarr
         return vector
     try:
         async with asyncio.timeout(config.timeout_seconds):
-            response = await _client().post(
+            response = await loop_client().post(
                 f"{config.base_url}/embeddings",
                 json=_body(config, [question]),
                 headers=config.headers(),

@@ -64,7 +64,8 @@ def query_type_llm_config() -> LLMConfig | None:
     )
 
 
-def _client() -> httpx.AsyncClient:
+def loop_client() -> httpx.AsyncClient:
+    """This event loop's client for OpenAI-compatible endpoints (the LLM, embeddings)."""
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
@@ -85,7 +86,7 @@ async def chat(config: LLMConfig, system: str, user: str, *, max_tokens: int = 6
     try:
         # httpx's timeout bounds each step (connect, each read); this bounds the whole call.
         async with asyncio.timeout(config.timeout_seconds):
-            response = await _client().post(
+            response = await loop_client().post(
                 f"{config.base_url}/chat/completions",
                 json=body,
                 headers=headers,
