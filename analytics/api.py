@@ -218,13 +218,17 @@ class _RangeView(APIView):
     renderer_classes = [JSONRenderer, CsvRenderer]
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # DRF ignores an empty ?format= and answers 404 to an unknown one: both are a 400.
+        invalid = ValidationError(
+            "The format parameter is not valid.",
+            details={"fields": {"format": "Must be json or csv."}},
+        )
+        if request.query_params.get("format", "json") not in ("json", "csv"):
+            raise invalid
         try:
             return super().perform_content_negotiation(request, force=force)
-        except Http404 as err:  # DRF's answer to an unknown ?format=
-            raise ValidationError(
-                "The format parameter is not valid.",
-                details={"fields": {"format": "Must be json or csv."}},
-            ) from err
+        except Http404 as err:
+            raise invalid from err
 
     def finalize_response(
         self, request: Request, response: Response, *args: Any, **kwargs: Any

@@ -387,6 +387,18 @@ def test_options_on_an_analytics_view_answers_json_even_when_csv_is_asked(
     assert result["Content-Type"].startswith("application/json")
 
 
+@pytest.mark.parametrize("view", ["backends-by-intent", "timeseries"])
+@pytest.mark.parametrize("value", ["", "xml", "CSV"])
+def test_a_format_other_than_json_or_csv_is_a_400(
+    api_client: APIClient, view: str, value: str
+) -> None:
+    # An empty ?format= was served as JSON, against the schema's enum (found by the fuzzer).
+    result = api_client.get(f"/api/v1/analytics/{view}?format={value}")
+
+    assert result.status_code == 400
+    assert result.json()["error"]["details"] == {"fields": {"format": "Must be json or csv."}}
+
+
 @pytest.mark.parametrize("span", [CLOSE, WIDE], ids=["minutes", "hours"])
 def test_the_pages_single_read_matches_the_two_apis(world, tenant: Tenant, span) -> None:
     read = overview(tenant=tenant, **span)
