@@ -36,6 +36,7 @@ from agents import tools
 from agents.auth import Caller, admitted
 from backends.adapters import close_adapters
 from flywheel.errors import ApplicationError, error_body, internal_error_body
+from flywheel.metrics import REQUESTS
 from routing.recording import drain
 from routing.service import answers_finish
 
@@ -140,15 +141,23 @@ def error_shape(name: str, exc: ToolError) -> dict[str, Any]:
 
 
 class FlywheelMCP(MCPServer[Any]):
-    """MCPServer whose failed calls all answer in Flywheel's error shape."""
+    """MCPServer whose failed calls all answer in Flywheel's error shape.
+
+    Every call is counted in ``flywheel_requests_total`` with door ``mcp`` and, for
+    status, ``ok`` or the error's type (stdio has no HTTP status to give).
+    """
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            raise ToolError(_shape(error_shape(name, exc))) from exc
+            shaped = error_shape(name, exc)
+            REQUESTS.labels("mcp", shaped["error"]["type"]).inc()
+            raise ToolError(_shape(shaped)) from exc
+        REQUESTS.labels("mcp", "ok").inc()
+        return result
 
 
 @asynccontextmanager

@@ -20,6 +20,7 @@ from asgiref.sync import async_to_sync
 from django.test import override_settings
 from mcp import Client
 from mcp_types import CallToolResult
+from prometheus_client import REGISTRY
 
 from agents.auth import KeyCaller
 from agents.server import build_server
@@ -286,6 +287,24 @@ def test_route_query_is_a_dry_run(world: World, key: str) -> None:
     assert not world.fw_route.calls
     drain()
     assert not RoutingDecision.objects.exists()
+
+
+def test_every_call_is_counted_for_metrics_by_its_outcome(world: World, key: str) -> None:
+    def count(status: str) -> float:
+        labels = {"door": "mcp", "status": status}
+        return REGISTRY.get_sample_value("flywheel_requests_total", labels) or 0.0
+
+    before = count("ok"), count("ValidationError"), count("NotFoundError")
+
+    session(
+        key,
+        ("route_query", {"question": REVIEW}),
+        ("route_query", {"question": ""}),
+        ("no_such_tool", {}),
+    )
+
+    after = count("ok"), count("ValidationError"), count("NotFoundError")
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]
 
 
 async def test_several_calls_are_answered_concurrently(world: World, key: str) -> None:

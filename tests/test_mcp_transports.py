@@ -180,6 +180,37 @@ async def test_stdio_lists_the_tools_and_answers_a_question(served: Served) -> N
     assert [a["error_type"] for a in failed["details"]["fallback_chain"]] == ["TimeoutError"]
 
 
+async def test_stdio_counts_reach_the_webs_metrics_through_the_shared_directory(
+    served: Served, tmp_path: Path
+) -> None:
+    """runmcp is a process of its own: sharing the web's PROMETHEUS_MULTIPROC_DIR is how
+    its calls and its decisions reach /metrics."""
+    shared = tmp_path / "metrics"
+    shared.mkdir()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "runmcp"],
+        cwd=str(ROOT),
+        env=server_env(FLYWHEEL_API_KEY=served.key, PROMETHEUS_MULTIPROC_DIR=str(shared)),
+    )
+    async with Client(params, read_timeout_seconds=START_TIMEOUT) as client:
+        await client.call_tool("universal_query", {"question": "hello over stdio"})
+
+    scrape = "import django; django.setup(); from flywheel.metrics import exposition;" + (
+        "print(exposition()[0].decode())"
+    )
+    printed = subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, "-c", scrape],
+        cwd=ROOT,
+        env=server_env(PROMETHEUS_MULTIPROC_DIR=str(shared)),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert 'flywheel_requests_total{door="mcp",status="ok"} 1.0' in printed
+    assert 'flywheel_decisions_total{backend="standin",' in printed
+
+
 def _refusal(completed: subprocess.CompletedProcess[str]) -> str:
     assert completed.returncode != 0
     assert completed.stdout == ""  # stdout belongs to the protocol
