@@ -35,6 +35,9 @@ class Candidate(BaseModel):
     match: float
     health: float
     performance: float
+    tokens: float = Field(
+        description="Token usage factor: 1 - mean tokens / the policy's ceiling; 0.5 unknown."
+    )
     generic: bool
 
 

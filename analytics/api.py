@@ -260,6 +260,16 @@ class BackendStatsSerializer(serializers.Serializer):
     mean_score = serializers.FloatField(allow_null=True)
     won = serializers.IntegerField(help_text="Decisions this backend answered.")
     share = serializers.FloatField(allow_null=True, help_text="won / the intent's decisions.")
+    avg_tokens = serializers.FloatField(
+        allow_null=True,
+        help_text="Mean total tokens over the attempts whose backend reported usage (flows "
+        "with LLM nodes); null when none did.",
+    )
+    avg_cost = serializers.FloatField(
+        allow_null=True,
+        help_text="Mean cost over the attempts whose backend reported one; null when none "
+        "did (neither Flowise nor Langflow reports a cost).",
+    )
 
 
 class IntentStatsSerializer(serializers.Serializer):
@@ -312,6 +322,8 @@ BY_INTENT_COLUMNS = [
     "mean_score",
     "won",
     "share",
+    "avg_tokens",
+    "avg_cost",
     "intent_decisions",
     "intent_cached",
 ]
@@ -335,7 +347,7 @@ class BackendsByIntentView(_RangeView):
         rows = [
             [
                 intent["intent"],
-                *(stats[column] for column in BY_INTENT_COLUMNS[1:10]),
+                *(stats[column] for column in BY_INTENT_COLUMNS[1:12]),
                 intent["decisions"],
                 intent["cached"],
             ]

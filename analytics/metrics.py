@@ -125,6 +125,10 @@ COUNTERS = (
     "won",
     "score_sum",
     "scored",
+    "tokens_sum",
+    "tokens_counted",
+    "cost_sum",
+    "cost_counted",
 )
 Grouped = tuple[Any, ...]
 
@@ -209,6 +213,10 @@ def _rate(part: float, whole: float) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
+def _mean(total: float, count: int, digits: int) -> float | None:
+    return round(total / count, digits) if count else None
+
+
 def _ms(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
@@ -224,6 +232,8 @@ def _backend_stats(name: str, tally: Tally, decisions: int) -> dict[str, Any]:
         "mean_score": _rate(tally.score_sum, tally.scored),
         "won": tally.won,
         "share": _rate(tally.won, decisions),
+        "avg_tokens": _mean(tally.tokens_sum, tally.tokens_counted, 1),
+        "avg_cost": _mean(tally.cost_sum, tally.cost_counted, 6),
     }
 
 

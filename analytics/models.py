@@ -36,6 +36,8 @@ class DecisionRollup(models.Model):
       ``successes`` = answered (success, fallback or cached), ``fallbacks`` = outcome
       fallback, ``cached`` = outcome cached, latency = the decisions' ``total_ms``.
 
+    ``tokens_sum`` / ``tokens_counted`` and ``cost_sum`` / ``cost_counted`` (attempt level
+    only) add up the usage backends reported, over the attempts that reported it.
     ``methods`` (decision level only) counts the decisions per classification method
     (IntentMethod: rules, model, default, ...). ``latency_histogram`` holds one count
     per bound of LATENCY_BUCKETS_MS (a value counts under the first bound it does not
@@ -62,6 +64,10 @@ class DecisionRollup(models.Model):
     won = models.PositiveIntegerField(default=0)
     score_sum = models.FloatField(default=0)
     scored = models.PositiveIntegerField(default=0)
+    tokens_sum = models.PositiveBigIntegerField(default=0)
+    tokens_counted = models.PositiveIntegerField(default=0)
+    cost_sum = models.FloatField(default=0)
+    cost_counted = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-bucket_start"]

@@ -47,6 +47,7 @@ def _entry(preference: Preference) -> dict[str, Any]:
         "match": c.match,
         "health": c.health,
         "performance": c.performance,
+        "tokens": c.tokens,
         "generic": c.generic,
         "recent_attempts": history.attempts if history else 0,
     }

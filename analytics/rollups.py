@@ -58,6 +58,10 @@ class Tally:
     won: int = 0
     score_sum: float = 0.0
     scored: int = 0
+    tokens_sum: int = 0
+    tokens_counted: int = 0
+    cost_sum: float = 0.0
+    cost_counted: int = 0
     methods: dict[str, int] = field(default_factory=dict)  # decisions per intent method
 
     def add(self, other: Tally) -> None:
@@ -70,6 +74,10 @@ class Tally:
         self.won += other.won
         self.score_sum += other.score_sum
         self.scored += other.scored
+        self.tokens_sum += other.tokens_sum
+        self.tokens_counted += other.tokens_counted
+        self.cost_sum += other.cost_sum
+        self.cost_counted += other.cost_counted
         for method, n in other.methods.items():
             self.methods[method] = self.methods.get(method, 0) + n
 
@@ -86,6 +94,10 @@ class Tally:
             won=row.won,
             score_sum=row.score_sum,
             scored=row.scored,
+            tokens_sum=row.tokens_sum,
+            tokens_counted=row.tokens_counted,
+            cost_sum=row.cost_sum,
+            cost_counted=row.cost_counted,
             methods=dict(row.methods),
         )
 
@@ -106,6 +118,10 @@ class Tally:
             won=self.won,
             score_sum=self.score_sum,
             scored=self.scored,
+            tokens_sum=self.tokens_sum,
+            tokens_counted=self.tokens_counted,
+            cost_sum=self.cost_sum,
+            cost_counted=self.cost_counted,
             methods=self.methods,
         )
 
@@ -180,6 +196,10 @@ def aggregate(decisions: QuerySet[RoutingDecision], granularity: str) -> dict[Ke
             ),
             latency=Sum("latency_ms"),
             **_histogram("latency_ms"),
+            token_total=Sum("total_tokens"),
+            with_tokens=Count("total_tokens"),
+            cost_total=Sum("cost"),
+            with_cost=Count("cost"),
         )
     )
     for row in attempts:
@@ -195,6 +215,10 @@ def aggregate(decisions: QuerySet[RoutingDecision], granularity: str) -> dict[Ke
             fallbacks=row["rescued"],
             latency_sum_ms=row["latency"] or 0.0,
             histogram=_histogram_of(row),
+            tokens_sum=row["token_total"] or 0,
+            tokens_counted=row["with_tokens"],
+            cost_sum=row["cost_total"] or 0.0,
+            cost_counted=row["with_cost"],
         )
     wins = (
         decisions.filter(backend__isnull=False)

@@ -113,6 +113,7 @@ CANDIDATE = {
             "match": "number",
             "health": "number",
             "performance": "number",
+            "tokens": "number",
             "generic": "boolean",
         }.items()
     },

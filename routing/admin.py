@@ -147,7 +147,10 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
     list_filter = ["llm_classification_enabled"]
     search_fields = ["key"]
     fieldsets = [
-        ("Scoring weights", {"fields": ["weight_match", "weight_health", "weight_performance"]}),
+        (
+            "Scoring weights",
+            {"fields": ["weight_match", "weight_health", "weight_performance", "weight_tokens"]},
+        ),
         (
             "Performance",
             {
@@ -156,6 +159,7 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
                     "performance_max_age_seconds",
                     "exploration_share",
                     "latency_ceiling_ms",
+                    "token_ceiling",
                 ]
             },
         ),

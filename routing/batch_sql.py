@@ -63,9 +63,12 @@ decisions AS (
 ),
 performance AS (
     INSERT INTO {performance}
-        (backend_id, flow_id, decision_id, intent, latency_ms, success, error_type, created_at)
+        (backend_id, flow_id, decision_id, intent, latency_ms, success, error_type,
+         prompt_tokens, completion_tokens, total_tokens, cost, created_at)
     SELECT attempt.backend_id, {live_attempt_flow}, decisions.id, batch.intent,
-           (a->>'latency_ms')::float8, (a->>'ok')::boolean, a->>'error_type', clock_timestamp()
+           (a->>'latency_ms')::float8, (a->>'ok')::boolean, a->>'error_type',
+           (a->>'prompt_tokens')::integer, (a->>'completion_tokens')::integer,
+           (a->>'total_tokens')::integer, (a->>'cost')::float8, clock_timestamp()
     FROM batch JOIN decisions USING (request_id)
     CROSS JOIN LATERAL jsonb_array_elements(batch.attempts) WITH ORDINALITY AS x(a, n)
     CROSS JOIN LATERAL (
@@ -147,6 +150,10 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
                 "latency_ms": a.latency_ms,
                 "ok": a.ok,
                 "error_type": a.error_type,
+                "prompt_tokens": a.prompt_tokens,
+                "completion_tokens": a.completion_tokens,
+                "total_tokens": a.total_tokens,
+                "cost": a.cost,
             }
             for a in data.attempts
             if a.measured  # an attempt the budget cut short says nothing of the backend

@@ -71,6 +71,11 @@ class Attempt:
     latency_ms: float
     error_type: str = ""
     error: str = ""
+    # Token usage and cost, where the backend reported them (None: it did not).
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cost: float | None = None
 
     @property
     def measured(self) -> bool:

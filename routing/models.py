@@ -160,6 +160,17 @@ class RoutingPolicy(models.Model):
         validators=[MinValueValidator(1)],
         help_text="An average latency at or above this scores zero.",
     )
+    weight_tokens = models.FloatField(
+        default=0.0,
+        validators=_unit_interval(),
+        help_text="Weight of token usage in the score: fewer tokens per answer (over the "
+        "performance window, where the backend reports them) score higher. 0: not a factor.",
+    )
+    token_ceiling = models.PositiveIntegerField(
+        default=4000,
+        validators=[MinValueValidator(1)],
+        help_text="Mean total tokens per answer at or above this score zero on token usage.",
+    )
     confidence_threshold = models.FloatField(
         default=0.7,
         validators=_unit_interval(),
@@ -213,6 +224,8 @@ class RoutingPolicy(models.Model):
                     weight_health__lte=1,
                     weight_performance__gte=0,
                     weight_performance__lte=1,
+                    weight_tokens__gte=0,
+                    weight_tokens__lte=1,
                 ),
                 name="routingpolicy_weights_in_unit_interval",
             ),
@@ -230,7 +243,8 @@ class RoutingPolicy(models.Model):
 
     def clean(self) -> None:
         super().clean()
-        if self.weight_match + self.weight_health + self.weight_performance <= 0:
+        weights = self.weight_match + self.weight_health + self.weight_performance
+        if weights + self.weight_tokens <= 0:
             raise ValidationError("At least one scoring weight must be above zero.")
 
 
@@ -491,6 +505,12 @@ class PerformanceRecord(models.Model):
     latency_ms = models.FloatField()
     success = models.BooleanField()
     error_type = models.CharField(max_length=50, blank=True)
+    # What the backend reported using, where it did (Flowise and Langflow report tokens
+    # for flows with LLM nodes, and no cost); null: not reported.
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True, help_text="As the backend reported it.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -216,6 +216,10 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
             latency_ms=a.latency_ms,
             success=a.ok,
             error_type=storable(a.error_type),
+            prompt_tokens=a.prompt_tokens,
+            completion_tokens=a.completion_tokens,
+            total_tokens=a.total_tokens,
+            cost=a.cost,
         )
         for data, decision in zip(batch, decisions, strict=True)
         for a in data.attempts
@@ -249,24 +253,27 @@ def _live_references(batch: Sequence[DecisionData]) -> tuple[set[int], set[int]]
 
 
 def performance_of(backend_id: int, intent: str, window: int) -> Performance:
-    """Success rate and mean latency over the last ``window`` attempts made within the
-    policy's performance_max_age_seconds (one indexed read): an attempt routing no
-    longer counts must not drag down the measure of a backend that has healed."""
+    """Success rate, mean latency and mean reported tokens over the last ``window``
+    attempts made within the policy's performance_max_age_seconds (one indexed read): an
+    attempt routing no longer counts must not drag down the measure of a backend that
+    has healed."""
     since = timezone.now() - timedelta(seconds=policy_values().performance_max_age_seconds)
     recent = list(
         PerformanceRecord.objects.filter(
             backend_id=backend_id, intent=intent, created_at__gte=since
         )
         .order_by("-created_at")
-        .values_list("success", "latency_ms", "created_at")[:window]
+        .values_list("success", "latency_ms", "created_at", "total_tokens")[:window]
     )
     if not recent:
         return Performance(attempts=0, success_rate=0.0, avg_latency_ms=0.0)
+    tokens = [used for _, _, _, used in recent if used is not None]
     return Performance(
         attempts=len(recent),
-        success_rate=sum(ok for ok, _, _ in recent) / len(recent),
-        avg_latency_ms=sum(latency for _, latency, _ in recent) / len(recent),
+        success_rate=sum(ok for ok, _, _, _ in recent) / len(recent),
+        avg_latency_ms=sum(latency for _, latency, _, _ in recent) / len(recent),
         last_at=recent[0][2],
+        avg_tokens=sum(tokens) / len(tokens) if tokens else None,
     )
 
 

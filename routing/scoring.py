@@ -1,6 +1,7 @@
 """Candidate selection and scoring (seed 000), as pure functions over plain values.
 
 score = w_match * match + w_health * health + w_performance * performance
+        + w_tokens * tokens (the policy's token weight is 0 unless an admin sets it)
 
 - match: 0 when no flow of the backend serves the intent, else
   0.5 + 0.5 * min(len(keywords) / 10, 1) for its best flow; a generic flow
@@ -9,6 +10,9 @@ score = w_match * match + w_health * health + w_performance * performance
 - health: 1 healthy, 0 not (a backend in cooldown is not a candidate at all).
 - performance: over the last N attempts for backend + intent,
   0.7 * success_rate + 0.3 * (1 - min(avg_latency / ceiling, 1)); 0.5 with none.
+- tokens: over the same attempts, 1 - min(mean total tokens / token ceiling, 1);
+  0.5 when none of them reported usage (the backend's flows have no LLM node, or
+  it does not say).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ GENERIC_FACTOR = 0.5
 SCOPE_FIT_BONUS = 0.1
 SCOPE_MISFIT_FACTOR = 0.8
 NO_HISTORY_PERFORMANCE = 0.5
+NO_USAGE_TOKENS = 0.5
 
 
 @dataclass(frozen=True)
@@ -28,8 +33,10 @@ class PolicyValues:
     weight_match: float = 0.5
     weight_health: float = 0.3
     weight_performance: float = 0.2
+    weight_tokens: float = 0.0
     performance_window: int = 10
     latency_ceiling_ms: float = 5000.0
+    token_ceiling: float = 4000.0
     confidence_threshold: float = 0.7
     llm_classification_enabled: bool = True
     answer_cache_ttl_seconds: int = 3600
@@ -82,6 +89,7 @@ class Performance:
     success_rate: float
     avg_latency_ms: float
     last_at: datetime | None = None  # the newest attempt's time (None: not known)
+    avg_tokens: float | None = None  # over the attempts that reported usage; None: none did
 
     def stale(self, now: datetime, max_age_seconds: float) -> bool:
         """Whether the newest attempt is older than ``max_age_seconds``: then it says too
@@ -99,6 +107,7 @@ class Candidate:
     score: float
     generic: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    tokens: float = NO_USAGE_TOKENS
     trial: bool = False  # its breaker's one trial after a cooldown: tried first
 
     def as_dict(self) -> dict[str, object]:
@@ -111,6 +120,7 @@ class Candidate:
             "match": self.match,
             "health": self.health,
             "performance": self.performance,
+            "tokens": self.tokens,
             "generic": self.generic,
         }
 
@@ -136,6 +146,12 @@ def performance_score(perf: Performance | None, ceiling_ms: float) -> float:
         return NO_HISTORY_PERFORMANCE
     latency = 1.0 - min(perf.avg_latency_ms / ceiling_ms, 1.0)
     return 0.7 * perf.success_rate + 0.3 * latency
+
+
+def tokens_score(perf: Performance | None, ceiling: float) -> float:
+    if perf is None or perf.avg_tokens is None:
+        return NO_USAGE_TOKENS
+    return 1.0 - min(perf.avg_tokens / ceiling, 1.0)
 
 
 def best_flow(
@@ -223,17 +239,19 @@ def scored(
     performance: Performance | None,
     policy: PolicyValues,
 ) -> Candidate:
-    """One backend's flow as a candidate, with the weighted score of its three factors."""
+    """One backend's flow as a candidate, with the weighted score of its factors."""
     healthy = 1.0 if health is not None and health.healthy else 0.0
     perf = performance_score(performance, policy.latency_ceiling_ms)
+    tokens = tokens_score(performance, policy.token_ceiling)
     score = policy.weight_match * match + policy.weight_health * healthy
-    score += policy.weight_performance * perf
+    score += policy.weight_performance * perf + policy.weight_tokens * tokens
     return Candidate(
         backend=backend,
         flow=flow,
         match=round(match, 4),
         health=healthy,
         performance=round(perf, 4),
+        tokens=round(tokens, 4),
         score=round(score, 4),
         generic=intent not in flow.keywords,
     )

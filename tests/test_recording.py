@@ -146,7 +146,16 @@ def _stored(request_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
         }
         records = list(
             row.attempts.order_by("id").values(
-                "backend_id", "flow_id", "intent", "latency_ms", "success", "error_type"
+                "backend_id",
+                "flow_id",
+                "intent",
+                "latency_ms",
+                "success",
+                "error_type",
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+                "cost",
             )
         )
         turns = list(
@@ -164,7 +173,17 @@ def test_postgresql_and_the_orm_store_the_same_rows(world: World) -> None:
     tenant = Tenant.objects.get(slug="default")
     attempts = (
         Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", False, 12.5, "Timeout", "slow"),
-        Attempt(world.lf.pk, "lf", world.lf_flow.pk, "review", True, 30.25),
+        Attempt(
+            world.lf.pk,
+            "lf",
+            world.lf_flow.pk,
+            "review",
+            True,
+            30.25,
+            prompt_tokens=12,
+            completion_tokens=30,
+            total_tokens=42,
+        ),
     )
 
     def batch() -> list[DecisionData]:
@@ -215,6 +234,8 @@ def test_postgresql_and_the_orm_store_the_same_rows(world: World) -> None:
     sql_rows = _stored([d.request_id for d in by_sql])
     orm_rows = _stored([d.request_id for d in by_orm])
     assert sql_rows[0]["records"][0]["error_type"] == "Timeout"
+    assert sql_rows[0]["records"][0]["total_tokens"] is None  # not reported: not zero
+    assert sql_rows[0]["records"][1]["total_tokens"] == 42
     assert [len(r["turns"]) for r in sql_rows] == [1, 1, 1, 0]
     assert sql_rows[3]["decision"]["error_message"] == "The query is not valid."
     assert normalised(sql_rows) == normalised(orm_rows)
@@ -395,3 +416,26 @@ def test_beat_publishes_each_backend_and_intent_once_however_many_records(
 
     with django_assert_max_num_queries(3):  # the pairs, then one read per pair
         assert publish_performance() == {"published": 1}
+
+
+def test_performance_memory_holds_the_mean_tokens_of_the_attempts_that_reported_them(
+    world: World,
+) -> None:
+    from routing import state
+
+    tenant = Tenant.objects.get(slug="default")
+
+    def attempt(tokens: int | None) -> Attempt:
+        return Attempt(
+            world.fw.pk, "fw", world.fw_flow.pk, "review", True, 10.0, total_tokens=tokens
+        )
+
+    batch = [
+        decision(tenant, attempts=(attempt(tokens),), intent="code-review")
+        for tokens in (100, None, 300)
+    ]
+    recording.decisions_record(batch)
+    state.forget()
+
+    perf = state.recent_performance([world.fw.pk], "code-review")[world.fw.pk]
+    assert (perf.attempts, perf.avg_tokens) == (3, 200.0)

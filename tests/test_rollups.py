@@ -188,6 +188,8 @@ def test_backends_by_intent_reports_rates_latency_score_and_share(world, tenant:
         "mean_score": 0.8,
         "won": 1,
         "share": 0.3333,
+        "avg_tokens": None,  # no attempt reported usage
+        "avg_cost": None,
     }
     assert 250 <= flowise["p95_ms"] <= 500
     assert (langflow["backend"], langflow["requests"], langflow["mean_score"]) == (
@@ -406,3 +408,31 @@ def test_the_pages_single_read_matches_the_two_apis(world, tenant: Tenant, span)
     assert read["by_intent"] == backends_by_intent(tenant=tenant, **span)
     assert read["timeseries"] == timeseries(tenant=tenant, **span)
     assert read["by_intent"]["intents"]  # the world's decisions are in the range
+
+
+def test_reported_token_usage_is_averaged_per_backend_before_and_after_the_refresh(
+    tenant: Tenant, backend: Backend
+) -> None:
+    # Two attempts reported usage, one did not (an LLM-free flow): the mean is over two.
+    for tokens, cost in ((100, None), (300, None), (None, None)):
+        decision = decide(tenant, at=M1, backend=backend, attempts=())
+        PerformanceRecord.objects.create(
+            backend=backend,
+            decision=decision,
+            intent="code-review",
+            latency_ms=10,
+            success=True,
+            total_tokens=tokens,
+            cost=cost,
+        )
+
+    def stats() -> dict[str, Any]:
+        found = backends_by_intent(tenant=tenant, **CLOSE)
+        return found["intents"][0]["backends"][0]
+
+    from_the_tail = stats()
+    rollups_refresh(now=NOW)
+    from_rollups = stats()
+
+    assert from_the_tail["avg_tokens"] == from_rollups["avg_tokens"] == 200.0
+    assert from_the_tail["avg_cost"] is from_rollups["avg_cost"] is None  # none reported one

@@ -15,6 +15,7 @@ from routing.scoring import (
     match_score,
     performance_score,
     score_candidates,
+    tokens_score,
 )
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -215,3 +216,30 @@ def test_ties_go_to_the_heavier_backend_then_the_name() -> None:
     )
 
     assert [r.backend.name for r in ranked] == ["heavy", "a-first", "b-second"]
+
+
+def test_token_usage_counts_only_with_its_weight_and_favours_fewer_tokens() -> None:
+    two = [
+        backend(1, "thrifty", flow(1, "a", ["code-review"])),
+        backend(2, "lavish", flow(2, "b", ["code-review"]), weight=2.0),
+    ]
+    usage = {
+        1: Performance(10, 1.0, 100.0, avg_tokens=400.0),
+        2: Performance(10, 1.0, 100.0, avg_tokens=3600.0),
+    }
+
+    def ranked(policy: PolicyValues) -> list[str]:
+        found = score_candidates(
+            two, intent="code-review", health=HEALTHY, performance=usage, policy=policy, now=NOW
+        )
+        return [c.backend.name for c in found]
+
+    assert ranked(POLICY) == ["lavish", "thrifty"]  # off by default: a tie, weight decides
+    assert ranked(PolicyValues(weight_tokens=0.2)) == ["thrifty", "lavish"]
+
+
+def test_the_token_factor_is_neutral_without_reported_usage() -> None:
+    assert tokens_score(None, 4000) == 0.5
+    assert tokens_score(Performance(10, 1.0, 0.0), 4000) == 0.5
+    assert tokens_score(Performance(10, 1.0, 0.0, avg_tokens=1000.0), 4000) == 0.75
+    assert tokens_score(Performance(10, 1.0, 0.0, avg_tokens=9000.0), 4000) == 0.0
