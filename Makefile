@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help run test test-live fuzz soak chaos eval lint format lock clean bench
+.PHONY: help run test test-live fuzz soak chaos eval lint format lock clean bench load
 
 help:
 	@echo "make run    install, migrate, load defaults and serve web + worker + beat on $(HOST):$(PORT)"
@@ -21,6 +21,7 @@ help:
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make format apply ruff's fixes and formatting"
 	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
+	@echo "make load   60 s of sustained load through uvicorn (a worker per core) against an instant stand-in: q/s, p50/p99, CPU per question, memory growth (LOAD_SECONDS)"
 	@echo "make bench  routing decision, rate-limit check, decision spool, REST overhead, concurrency, MCP and analytics benchmarks (prints figures)"
 	@echo "make peers  install, start and seed real Flowise + Langflow on loopback; register them as backends"
 	@echo "make peers-stop  stop the servers started by make peers"
@@ -87,8 +88,16 @@ bench: $(VENV)/.dev-installed
 	$(PY) bench/ratelimit.py
 	$(PY) bench/spool.py
 	$(PY) bench/rest.py
+	$(PY) bench/load.py --rounds 3 --round-seconds 10
 	$(PY) bench/mcp.py
 	$(PY) bench/analytics.py
+
+LOAD_SECONDS ?= 60
+
+# bench/load.py says what it measures; it fails on any failed request or a decision lost.
+load: $(VENV)/.dev-installed
+	$(PY) scripts/ensure_services.py
+	$(PY) bench/load.py --seconds $(LOAD_SECONDS)
 
 # Re-pin: resolve the top-level requirements in a scratch venv and freeze them.
 lock:

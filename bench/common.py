@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -14,6 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
+# Tells this checkout's databases and cache prefixes from another's on the same machine.
+CHECKOUT = hashlib.sha1(str(ROOT).encode(), usedforsecurity=False).hexdigest()[:8]
 
 
 def questions(*, exclude: frozenset[str] = frozenset()) -> list[str]:
@@ -107,3 +111,44 @@ def recreate_database(url: str) -> None:
     with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+# --- Processes, read from /proc (Linux) ------------------------------------------
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants that are alive (e.g. uvicorn and its workers)."""
+    found, todo = [], [pid]
+    while todo:
+        each = todo.pop()
+        if not Path(f"/proc/{each}").exists():
+            continue
+        found.append(each)
+        for task in Path(f"/proc/{each}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                todo += [int(child) for child in task.read_text().split()]
+    return found
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, all threads) a live process has used; None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the command name (which may hold spaces) in parentheses:
+    # state is field 3, utime and stime are fields 14 and 15.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_mb(pids: Sequence[int]) -> float:
+    """Resident memory (VmRSS) summed over the processes, in MB (the gone count 0)."""
+    total_kb = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total_kb += int(line.split()[1])
+    return total_kb / 1024
