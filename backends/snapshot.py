@@ -13,7 +13,7 @@ from typing import Any
 
 from backends.models import BackendHealth
 from backends.policy import health_policy
-from flywheel.cache import shared_cache
+from flywheel.cache import forget, shared_cache
 
 HEALTH_KEY = "flywheel:snapshot:health"
 
@@ -46,4 +46,4 @@ def read_health() -> dict[int, dict[str, Any]]:
 
 def invalidate() -> None:
     """Drop the cached health: the next reader fills it from the database."""
-    shared_cache().delete(HEALTH_KEY)
+    forget(HEALTH_KEY)

@@ -15,7 +15,7 @@ from typing import Any
 from backends.models import Backend
 from backends.policy import health_policy
 from chatflows.models import Flow
-from flywheel.cache import shared_cache
+from flywheel.cache import forget, shared_cache
 
 FLOWS_KEY = "flywheel:snapshot:flows"
 
@@ -65,4 +65,4 @@ def read_flows() -> dict[str, Any]:
 
 def invalidate() -> None:
     """Drop the cached flows: the next reader fills them from the database."""
-    shared_cache().delete(FLOWS_KEY)
+    forget(FLOWS_KEY)

@@ -38,7 +38,8 @@ CACHE_FAILURES = (RedisError, OSError)
 
 
 class DegradingCache:
-    """A Django cache whose get/get_many/set/set_many/delete/add never raise a cache failure.
+    """A Django cache whose get/get_many/set/set_many/delete/delete_many/add never raise a
+    cache failure.
 
     After a failure the cache is left alone for RETRY_SECONDS (reads miss, writes
     are noted), so a Redis that hangs costs one timeout per interval, not one per
@@ -93,6 +94,10 @@ class DegradingCache:
 
     def delete(self, key: str) -> None:
         self._write(lambda: self.inner.delete(key), [key])
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        keys = list(keys)
+        self._write(lambda: self.inner.delete_many(keys), keys)
 
     def add(self, key: str, value: Any, timeout: Any = None) -> bool:
         """Set ``key`` if it is absent; False if it was there or the cache failed."""
@@ -193,6 +198,23 @@ class DegradingCache:
 @once
 def shared_cache() -> DegradingCache:
     return DegradingCache(caches.create_connection("default"))
+
+
+# Cache-aside's race: a reader that read the database just before a change committed
+# can fill the cache with the old value just after the change deleted it, and that
+# value would then live its whole timeout (a revoked API key accepted for a minute).
+# The reader's read and fill take milliseconds, so deleting once more a moment later
+# closes the race.
+DELETE_AGAIN_SECONDS = 0.5
+
+
+def forget(*keys: str) -> None:
+    """Delete ``keys`` from the shared cache now, and again DELETE_AGAIN_SECONDS later
+    (on a timer thread), after the change that made them stale has committed."""
+    shared_cache().delete_many(keys)
+    timer = threading.Timer(DELETE_AGAIN_SECONDS, shared_cache().delete_many, args=(list(keys),))
+    timer.daemon = True
+    timer.start()
 
 
 @receiver(setting_changed)

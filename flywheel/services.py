@@ -14,7 +14,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.utils import timezone
 
-from flywheel.cache import shared_cache
+from flywheel.cache import forget, shared_cache
 from flywheel.env import as_rate
 from flywheel.errors import (
     DATABASE_UNAVAILABLE,
@@ -165,9 +165,10 @@ def _recalled(digest: str, data: dict[str, Any]) -> ApiKey:
 
 
 def api_key_forget(digest: str) -> None:
-    """Drop a key from the authentication cache (after a revoke or an edit)."""
+    """Drop a key from the authentication cache (after a revoke or an edit), now and once
+    more a moment later (flywheel.cache.forget)."""
     _key_memo.pop(digest, None)
-    shared_cache().delete(AUTH_CACHE_KEY.format(digest=digest))
+    forget(AUTH_CACHE_KEY.format(digest=digest))
 
 
 def _cached_key(digest: str) -> dict[str, Any] | None:

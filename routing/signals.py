@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from flywheel.cache import shared_cache
+from flywheel.cache import forget
 from routing.models import (
     ClassifierKind,
     Intent,
@@ -40,7 +40,7 @@ def _rules_changed(sender: type, **kwargs: Any) -> None:
 @receiver([post_save, post_delete], sender=RoutingPolicy)
 def _policy_changed(sender: type, **kwargs: Any) -> None:
     def forget_policy() -> None:
-        shared_cache().delete(POLICY_KEY)
+        forget(POLICY_KEY)
 
     forget_policy()
     transaction.on_commit(forget_policy)

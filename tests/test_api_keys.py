@@ -174,6 +174,29 @@ def test_a_key_revoked_by_another_process_stops_within_the_memo_time(
         api_key_authenticate(raw_key=raw_key)
 
 
+def test_a_stale_fill_racing_a_revoke_is_deleted_again_a_moment_later(
+    tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flywheel import cache
+
+    monkeypatch.setattr(cache, "DELETE_AGAIN_SECONDS", 0.05)
+    api_key, raw_key = api_key_create(tenant=tenant, name="ci")
+    # Another process read the key from the database just before the revoke committed...
+    read_before = ApiKey.objects.select_related("tenant").get(pk=api_key.pk)
+    read_before.last_used_at = timezone.now()
+
+    api_key_revoke(api_key=api_key)
+    # ...and fills the cache just after the revoke deleted the entry.
+    services._remember_key(api_key.hashed_key, read_before)
+    assert api_key_recall(raw_key=raw_key) is not None  # the stale entry vouches, for now
+    services.api_keys_forget_memo()
+    time.sleep(0.3)
+
+    assert api_key_recall(raw_key=raw_key) is None
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_key)
+
+
 @pytest.mark.parametrize(
     ("given", "stored"),
     [("", ""), (" 600 / Minutes ", "600/minute"), ("OFF", "off"), ("0", "off"), ("5/day", "5/day")],
