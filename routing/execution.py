@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backends.adapters import get_adapter
-from backends.adapters.base import BackendConfig, Exchange, ExecutionResult, StreamEvent
+from backends.adapters.base import BackendConfig, Exchange, ExecutionResult, StreamEvent, Usage
 from backends.errors import BackendError, BackendNotFoundError, BackendTimeoutError
 from backends.http import ms_since
 from backends.models import Backend
@@ -128,7 +128,12 @@ def _failure(candidate: Candidate, err: Exception) -> BackendError:
     )
 
 
-def _attempt(candidate: Candidate, started: float, error: BackendError | None = None) -> Attempt:
+def _attempt(
+    candidate: Candidate,
+    started: float,
+    error: BackendError | None = None,
+    usage: Usage | None = None,
+) -> Attempt:
     return Attempt(
         backend_id=candidate.backend.id,
         backend=candidate.backend.name,
@@ -138,6 +143,10 @@ def _attempt(candidate: Candidate, started: float, error: BackendError | None = 
         latency_ms=ms_since(started),
         error_type=error.type if error else "",
         error=error.message[:500] if error else "",
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        total_tokens=usage.total_tokens if usage else None,
+        cost=usage.cost if usage else None,
     )
 
 
@@ -193,7 +202,7 @@ async def run_chain(
             failure = _out_of_time(candidate, budget) if limit.expired() else None
             attempts.append(_attempt(candidate, started, failure or _failure(candidate, err)))
             continue
-        attempts.append(_attempt(candidate, started))
+        attempts.append(_attempt(candidate, started, usage=result.usage))
         return ChainResult(result, candidate, tuple(attempts), ms_since(chain_started))
     return ChainResult(None, None, tuple(attempts), ms_since(chain_started))
 
@@ -262,10 +271,11 @@ async def stream_chain(
                 if failure is err:
                     raise
                 raise failure from err
-            progress.attempts.append(_attempt(candidate, started))
+            usage = end.usage if end else None
+            progress.attempts.append(_attempt(candidate, started, usage=usage))
             progress.winner = candidate
             text = end.text if end else ""
-            progress.result = ExecutionResult(text, end.session_id if end else "", {})
+            progress.result = ExecutionResult(text, end.session_id if end else "", {}, usage=usage)
             return
     finally:
         progress.execute_ms = ms_since(chain_started)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from backends.adapters.base import BackendConfig
+from backends.adapters.base import BackendConfig, StreamEvent, Usage
 from backends.adapters.flowise import FlowiseBackend
 from backends.errors import (
     BackendAuthenticationError,
@@ -21,7 +21,7 @@ from backends.errors import (
     BackendValidationError,
 )
 from backends.http import HttpClient
-from tests.captured import body, response
+from tests.captured import FIXTURES, body, response
 from tests.httpx_transport import HttpxTransport
 
 CONFIG = BackendConfig(
@@ -369,3 +369,121 @@ async def test_answers_of_the_wrong_shape_are_backend_errors_not_crashes(answer:
     with pytest.raises(BackendUnexpectedError):
         async for _ in adapter(odd).stream_flow(AGENTFLOW_ID, "q"):
             pass
+
+
+# --- token usage: fixtures captured with LLM nodes on the fake OpenAI server ---------------
+# (scripts/peers/fake_openai.py; flows in tests/peers/flowise-fake-llm-*.json). Flowise
+# prices gpt-4o-mini from its own model list: 1.5e-07 per input, 6e-07 per output token.
+
+# Usage figures (prompt, completion, total, cost); the cost is a float sum, hence approx.
+Figures = tuple[int | None, int | None, int | None, object]
+ONE_LLM: Figures = (5, 3, 8, pytest.approx(2.55e-06))
+# Two chained nodes: 5 + 6 input, 3 + 4 output tokens; each node reports only its own.
+TWO_LLMS: Figures = (11, 7, 18, pytest.approx(2.55e-06 + 3.3e-06))
+
+
+def figures(usage: Usage | None) -> Figures | None:
+    if usage is None:
+        return None
+    return (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cost)
+
+
+def captured_stream(name: str) -> Handler:
+    """Replays a raw SSE body captured from Flowise (tests/fixtures/flowise/<name>.txt)."""
+    raw = (FIXTURES / "flowise" / f"{name}.txt").read_text()
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=raw, headers={"content-type": "text/event-stream"})
+
+    return handle
+
+
+async def streamed(handler: Handler) -> list[StreamEvent]:
+    return [e async for e in adapter(handler).stream_flow(AGENTFLOW_ID, "hello flowise")]
+
+
+@pytest.mark.parametrize(
+    ("capture", "usage"),
+    [("prediction_llm_usage", ONE_LLM), ("prediction_two_llm_usage", TWO_LLMS)],
+)
+async def test_a_prediction_sums_the_usage_and_cost_of_its_llm_nodes(
+    capture: str, usage: Figures
+) -> None:
+    result = await adapter(always(capture)).execute_flow(AGENTFLOW_ID, "hello flowise")
+
+    assert figures(result.usage) == usage
+    assert result.text.startswith("FAKE-LLM: ")
+
+
+@pytest.mark.parametrize(
+    "capture", ["prediction_agentflow", "prediction_chatflow", "prediction_llm_chatflow_usage"]
+)
+async def test_answers_without_usage_have_none_not_zeros(capture: str) -> None:
+    # The last one is a CHATFLOW whose LLM chain did run: Flowise reports no usage for it.
+    result = await adapter(always(capture)).execute_flow(AGENTFLOW_ID, "hello flowise")
+
+    assert result.usage is None
+
+
+@pytest.mark.parametrize(
+    ("capture", "usage", "text"),
+    [
+        ("prediction_llm_usage_stream", ONE_LLM, "FAKE-LLM: hello flowise"),
+        ("prediction_llm_streaming_model_usage_stream", ONE_LLM, "FAKE-LLM: hello flowise"),
+        ("prediction_two_llm_usage_stream", TWO_LLMS, "FAKE-LLM: FAKE-LLM: hello flowise"),
+        # Its one usageMetadata event is the last node's alone (6/4/10, no cost).
+        (
+            "prediction_two_llm_streaming_model_usage_stream",
+            TWO_LLMS,
+            "FAKE-LLM: FAKE-LLM: hello flowise",
+        ),
+    ],
+)
+async def test_a_stream_ends_with_the_usage_of_every_llm_node(
+    capture: str, usage: Figures, text: str
+) -> None:
+    events = await streamed(captured_stream(capture))
+
+    assert [e.type for e in events][-1] == "end"
+    assert all(e.usage is None for e in events[:-1])
+    assert figures(events[-1].usage) == usage
+    assert events[-1].text == text
+    assert events[-1].session_id == "fixture-session"
+
+
+async def test_a_stream_without_executed_data_sums_its_usage_metadata_events() -> None:
+    raw = (FIXTURES / "flowise/prediction_llm_streaming_model_usage_stream.txt").read_text()
+    without = "\n\n".join(
+        block for block in raw.split("\n\n") if '"event":"agentFlowExecutedData"' not in block
+    )
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=without, headers={"content-type": "text/event-stream"})
+
+    events = await streamed(handle)
+
+    assert events[-1].usage == Usage(5, 3, 8)  # the event has no cost
+
+
+@pytest.mark.parametrize("capture", ["prediction_agentflow_stream", "prediction_chatflow"])
+async def test_streams_without_usage_end_with_none(capture: str) -> None:
+    events = await streamed(always(capture))
+
+    assert events[-1].type == "end"
+    assert events[-1].usage is None
+
+
+async def test_usage_figures_that_are_missing_or_odd_stay_unknown() -> None:
+    data = body("flowise", "prediction_two_llm_usage")
+    nodes = data["agentFlowExecutedData"][1:]
+    first, second = (node["data"]["output"]["usageMetadata"] for node in nodes)
+    del first["input_tokens"]  # as Flowise sent it for an LLM call with an empty prompt
+    del first["total_cost"]
+    second.update(input_tokens=True, total_cost="0.1")
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=data)
+
+    result = await adapter(handle).execute_flow(AGENTFLOW_ID, "q")
+
+    assert result.usage == Usage(None, 7, 18, cost=None)

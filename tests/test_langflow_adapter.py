@@ -8,7 +8,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from backends.adapters.base import BackendConfig
+from backends.adapters.base import BackendConfig, Usage
 from backends.adapters.langflow import LangflowBackend
 from backends.errors import (
     BackendAuthenticationError,
@@ -17,7 +17,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from tests.captured import body, response
+from tests.captured import FIXTURES, body, response
 from tests.httpx_transport import HttpxTransport
 
 CONFIG = BackendConfig(
@@ -290,3 +290,76 @@ async def test_answers_of_the_wrong_shape_are_backend_errors_not_crashes(answer:
     if not answer.startswith("{"):
         with pytest.raises(BackendUnexpectedError):
             await adapter(odd).execute_flow(ECHO_ID, "q")
+
+
+# --- token usage: fixtures captured with OpenAI components on the fake OpenAI server -------
+# (scripts/peers/fake_openai.py; flows in tests/peers/langflow-fake-llm-*.json).
+
+
+@pytest.mark.parametrize(
+    ("capture", "usage", "text"),
+    [
+        ("run_llm_usage", Usage(5, 3, 8), "FAKE-LLM: hello langflow"),
+        # Two chained OpenAI components (5 + 6 in, 3 + 4 out): Langflow sums them itself.
+        ("run_two_llm_usage", Usage(11, 7, 18), "FAKE-LLM: FAKE-LLM: hello langflow"),
+    ],
+)
+async def test_a_run_reads_the_usage_on_its_chat_output(
+    capture: str, usage: Usage, text: str
+) -> None:
+    result = await adapter(always(capture)).execute_flow(ECHO_ID, "hello langflow")
+
+    assert result.text == text
+    assert result.usage == usage  # cost None: Langflow reports none
+
+
+@pytest.mark.parametrize("capture", ["run_echo", "run_echo_prompt"])
+async def test_runs_without_an_llm_have_no_usage_not_zeros(capture: str) -> None:
+    assert (await adapter(always(capture)).execute_flow(ECHO_ID, "q")).usage is None
+
+
+async def test_a_stream_streams_the_tokens_and_ends_with_the_usage() -> None:
+    raw = (FIXTURES / "langflow/run_llm_usage_stream.txt").read_text()
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, text=raw, headers={"content-type": "text/event-stream; charset=utf-8"}
+        )
+
+    events = [e async for e in adapter(handle).stream_flow(ECHO_ID, "hello langflow")]
+
+    assert [(e.type, e.text) for e in events] == [
+        ("chunk", "FAKE-LLM:"),
+        ("chunk", " hello"),
+        ("chunk", " langflow"),
+        ("end", "FAKE-LLM: hello langflow"),
+    ]
+    assert [e.usage for e in events] == [None, None, None, Usage(5, 3, 8)]
+    assert events[-1].session_id == "fixture-session"
+
+
+async def test_a_stream_without_an_llm_ends_without_usage() -> None:
+    events = [e async for e in adapter(always("run_stream")).stream_flow(ECHO_ID, "q")]
+
+    assert events[-1].type == "end"
+    assert events[-1].usage is None
+
+
+@pytest.mark.parametrize(
+    ("other_source", "usage"),
+    [("OpenAIModel-fake1", Usage(5, 3, 8)), ("OpenAIModel-other", Usage(10, 6, 16))],
+)
+async def test_chat_outputs_are_summed_once_per_producing_component(
+    other_source: str, usage: Usage
+) -> None:
+    data = body("langflow", "run_llm_usage")
+    results = data["outputs"][0]["outputs"]
+    second = json.loads(json.dumps(results[0]))
+    second["component_id"] = "ChatOutput-second"
+    second["results"]["message"]["properties"]["source"]["id"] = other_source
+    results.append(second)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=data)
+
+    assert (await adapter(handle).execute_flow(ECHO_ID, "q")).usage == usage

@@ -27,7 +27,7 @@ from routing.requests import query_request
 from routing.service import answer_question, answers_finish, stream_answer
 from routing.services import defaults_load, routing_policy_get
 from routing.sessions import PastTurn
-from tests.captured import captured, response
+from tests.captured import FIXTURES, captured, response
 from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -946,3 +946,43 @@ def test_a_demoted_backend_is_tried_again_once_its_failures_age(
 
     assert routing["backend"] == "fw"  # its failure says nothing now: its match decides
     assert [c["performance"] for c in routing["candidates"]] == [0.5, 0.5]  # no history
+
+
+# --- token usage ----------------------------------------------------------------------------
+
+
+def test_the_usage_a_backend_reports_is_kept_on_the_attempt_and_in_performance_memory(
+    world: World, tenant: Tenant
+) -> None:
+    # Flowise 3.1.4's answer from an AGENTFLOW with an LLM node (captured): 5 + 3 tokens.
+    world.fw_route.mock(return_value=response("flowise", "prediction_llm_usage"))
+
+    ask(tenant, question=REVIEW, backend="fw")
+
+    record = PerformanceRecord.objects.get()
+    assert (record.prompt_tokens, record.completion_tokens, record.total_tokens) == (5, 3, 8)
+    assert record.cost == pytest.approx(2.55e-06)  # Flowise prices the tokens itself
+    from routing import state
+
+    state.forget()
+    assert state.recent_performance([world.fw.pk], "code-review")[world.fw.pk].avg_tokens == 8
+
+
+def test_a_streamed_answer_keeps_its_usage_too(world: World, tenant: Tenant) -> None:
+    stream = (FIXTURES / "flowise" / "prediction_llm_usage_stream.txt").read_bytes()
+    world.fw_route.mock(
+        return_value=httpx.Response(
+            200, content=stream, headers={"content-type": "text/event-stream"}
+        )
+    )
+
+    events = _collect(tenant, question=REVIEW, backend="fw", parameters={"stream": True})
+
+    assert events[-1]["event"] == "end"
+    assert PerformanceRecord.objects.get().total_tokens == 8
+
+
+def test_an_llm_free_flow_reports_no_usage_rather_than_zero(world: World, tenant: Tenant) -> None:
+    ask(tenant, question=REVIEW, backend="fw")  # the captured echo agentflow
+
+    assert PerformanceRecord.objects.get().total_tokens is None

@@ -8,13 +8,15 @@ only the typed errors of ``backends.errors``.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 from backends.errors import BackendError
 from backends.http import HttpClient
 from backends.transport import Response, Transport
+
+_Number = TypeVar("_Number", int, float)
 
 
 @dataclass(frozen=True)
@@ -72,10 +74,72 @@ class DiscoveredFlow:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What one run cost in tokens, as the backend reported it, summed over its LLM calls.
+
+    A figure the backend did not report is None, never 0: a flow without an LLM
+    has no usage at all (``usage=None`` on the result), and a server may report
+    some counts and omit others. ``cost`` is set only when the server itself
+    reports one (Flowise prices tokens from its own model list, in US dollars).
+    """
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+    cost: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            _add(self.prompt_tokens, other.prompt_tokens),
+            _add(self.completion_tokens, other.completion_tokens),
+            _add(self.total_tokens, other.total_tokens),
+            _add(self.cost, other.cost),
+        )
+
+
+def _add(a: _Number | None, b: _Number | None) -> _Number | None:
+    """The sum of two figures: a missing one adds nothing, and two missing stay None, not 0."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
+    """The total of several LLM calls' usage; None when none of them reported any."""
+    total: Usage | None = None
+    for usage in usages:
+        if usage is not None:
+            total = usage if total is None else total + usage
+    return total
+
+
+def token_count(value: Any) -> int | None:
+    """A token count from a reply: a non-negative whole number, else None."""
+    # bool is an int to Python, and JSON numbers may arrive as 8.0.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if value < 0 or value != int(value):
+        return None
+    return int(value)
+
+
+def money(value: Any) -> float | None:
+    """A cost from a reply: a non-negative number, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
 class ExecutionResult:
+    """A flow's answer. ``usage`` is None when the backend reported no token usage."""
+
     text: str
     session_id: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -83,13 +147,15 @@ class StreamEvent:
     """One event of a streamed answer, the same shape for every backend kind.
 
     ``chunk`` events carry text in ``text``; the single ``end`` event carries
-    the whole answer in ``text`` and the backend's session id.
+    the whole answer in ``text``, the backend's session id, and the run's
+    token usage when the backend reported any (``usage`` is None otherwise).
     """
 
     type: Literal["chunk", "end"]
     text: str = ""
     session_id: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    usage: Usage | None = None
 
 
 class FlowBackend(abc.ABC):

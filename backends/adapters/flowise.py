@@ -6,6 +6,12 @@ without the key is a 500 "Unauthorized"; the generator reports failure as a
 200 with an ``error`` field; a top-level ``sessionId`` is ignored (it must go
 inside ``overrideConfig``); a streaming request that fails before streaming
 never answers (hence the read timeout); ``flowData`` travels as a JSON string.
+
+Token usage (observed on 3.1.4 with an OpenAI-compatible LLM): each AGENTFLOW LLM
+node reports its own in ``agentFlowExecutedData[].data.output.usageMetadata``
+(``input_tokens``, ``output_tokens``, ``total_tokens``, and ``total_cost`` in US
+dollars when the model is in Flowise's price list); nothing adds them up, so the
+adapter does. A CHATFLOW's answer carries no usage at all.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ from backends.adapters.base import (
     FlowBackend,
     HealthResult,
     StreamEvent,
+    Usage,
+    money,
+    sum_usage,
+    token_count,
 )
 from backends.errors import (
     BackendAuthenticationError,
@@ -216,7 +226,10 @@ class FlowiseBackend(FlowBackend):
             text = json.dumps(data.get("json"))
         metadata = {k: data[k] for k in ("chatId", "chatMessageId", "executionId") if k in data}
         return ExecutionResult(
-            text=str(text), session_id=str(data.get("sessionId") or ""), metadata=metadata
+            text=str(text),
+            session_id=str(data.get("sessionId") or ""),
+            metadata=metadata,
+            usage=executed_data_usage(data.get("agentFlowExecutedData")),
         )
 
     async def stream_flow(
@@ -238,21 +251,34 @@ class FlowiseBackend(FlowBackend):
                     raise unreadable("Flowise", self.config.name, "answer", response)
                 text = str(data.get("text", ""))
                 yield StreamEvent("chunk", text)
-                yield StreamEvent("end", text, str(data.get("sessionId") or ""))
+                yield StreamEvent(
+                    "end",
+                    text,
+                    str(data.get("sessionId") or ""),
+                    usage=executed_data_usage(data.get("agentFlowExecutedData")),
+                )
                 return
             parts: list[str] = []
             session = ""
+            executed: Any = None
+            streamed_usage: list[Usage | None] = []
             async for event, payload in _sse_events(response):
                 if event == "token" and payload:
                     parts.append(str(payload))
                     yield StreamEvent("chunk", str(payload))
                 elif event == "metadata" and isinstance(payload, dict):
                     session = str(payload.get("sessionId") or payload.get("chatId") or "")
+                elif event == "agentFlowExecutedData":
+                    executed = payload  # each one lists every node so far: the last one counts
+                elif event == "usageMetadata":
+                    streamed_usage.append(usage_metadata(payload))
                 elif event == "error":
                     raise self.http.clean_error(map_stream_error(str(payload), self.config.name))
                 elif event == "end":
                     break
-            yield StreamEvent("end", "".join(parts), session)
+            yield StreamEvent(
+                "end", "".join(parts), session, usage=stream_usage(executed, streamed_usage)
+            )
 
     # --- chatflow management ------------------------------------------------------
 
@@ -332,6 +358,50 @@ def map_stream_error(message: str, backend: str) -> BackendError:
     if _is_bad_input(lowered):
         return BackendValidationError(text, backend=backend)
     return BackendUnexpectedError(text, backend=backend)
+
+
+def usage_metadata(metadata: Any) -> Usage | None:
+    """One LLM call's usage from Flowise's ``usageMetadata`` (LangChain's usage_metadata,
+    plus Flowise's own ``total_cost`` when it knows the model's price); None if absent.
+
+    Flowise leaves out a count that is zero (an empty prompt had no ``input_tokens``),
+    so a missing count stays None rather than being guessed.
+    """
+    if not isinstance(metadata, dict):
+        return None
+    usage = Usage(
+        prompt_tokens=token_count(metadata.get("input_tokens")),
+        completion_tokens=token_count(metadata.get("output_tokens")),
+        total_tokens=token_count(metadata.get("total_tokens")),
+        cost=money(metadata.get("total_cost")),
+    )
+    return None if usage == Usage(None, None, None) else usage
+
+
+def executed_data_usage(executed: Any) -> Usage | None:
+    """The summed usage of every node in ``agentFlowExecutedData`` (a list of
+    ``{"data": {"output": {"usageMetadata": {...}}}}``); None when no node reported any,
+    as with LLM-free flows and CHATFLOWs, whose answers have no such list."""
+    if not isinstance(executed, list):
+        return None
+    return sum_usage(
+        usage_metadata(node["data"]["output"].get("usageMetadata"))
+        for node in executed
+        if isinstance(node, dict)
+        and isinstance(node.get("data"), dict)
+        and isinstance(node["data"].get("output"), dict)
+    )
+
+
+def stream_usage(executed: Any, streamed: Sequence[Usage | None]) -> Usage | None:
+    """A stream's usage: from its last ``agentFlowExecutedData`` event, else the sum of
+    its ``usageMetadata`` events.
+
+    The ``usageMetadata`` event comes only from a node that streams, i.e. the last LLM
+    node, when its model has streaming on, and without the cost; the executed data
+    covers every node. So the events are only a fallback for a stream without it.
+    """
+    return executed_data_usage(executed) or sum_usage(streamed)
 
 
 async def _sse_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
