@@ -17,7 +17,7 @@ from flywheel.asgi import application
 from flywheel.asyncdb import db
 from flywheel.errors import RateLimitError
 from flywheel.models import ApiKey, Tenant
-from flywheel.ratelimit import RateLimiter
+from flywheel.ratelimit import RateLimiter, _requests_key
 from flywheel.redis_cache import RedisCache
 from flywheel.services import api_key_create, api_key_set_rate_limit
 from routing.models import RoutingDecision
@@ -335,3 +335,48 @@ def test_a_redis_that_lost_the_script_is_given_it_again() -> None:
 
     with pytest.raises(RateLimitError):
         limiter.admit(key_id=3, rate=(1, 60))
+
+
+class _Trips:
+    """Counts the round trips a limiter's Redis client makes (one per call or pipeline)."""
+
+    def __init__(self, limiter: RateLimiter) -> None:
+        self.n = 0
+        client = limiter._counts._client  # type: ignore[union-attr]
+        for name in ("evalsha", "pipeline"):
+            original = getattr(client, name)
+
+            def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                self.n += 1
+                return _original(*args, **kwargs)
+
+            setattr(client, name, counted)
+
+
+def test_far_from_its_limit_a_key_is_counted_in_batches_and_none_is_lost() -> None:
+    first, second = _second_process(), _second_process()
+    trips = _Trips(first)
+
+    for _ in range(200):  # well under the limit, within one batch interval
+        first.admit(key_id=11, rate=(10_000, 60))
+    assert trips.n <= 10  # a round trip per batch interval, not per request
+
+    first.flush()
+    second.admit(key_id=11, rate=(10_000, 60))  # another process reads the shared total
+    second.flush()
+    assert second._tallies[_requests_key(11, (10_000, 60), 999_999_990.0)][0] == 201
+
+
+def test_near_its_limit_every_request_is_counted_at_once() -> None:
+    first, second = _second_process(), _second_process()
+    rate = (120, 60)  # the exact margin (50 requests) covers most of it
+    for _ in range(69):
+        first.admit(key_id=12, rate=rate)
+    trips = _Trips(first)
+
+    for _ in range(51):  # 70th to 120th: within the margin, each one sent
+        first.admit(key_id=12, rate=rate)
+
+    assert trips.n >= 50
+    with pytest.raises(RateLimitError):
+        second.admit(key_id=12, rate=rate)
