@@ -348,7 +348,8 @@ def onboarding_lines(report: dict[str, Any]) -> list[str]:
     elif flows["total"]:
         lines.append(
             f"Flows: {flows['total']} found ({flows['added']} new), but none serves an intent "
-            "yet: in the admin (Flows), tick 'generic' on one or add intents to its keywords."
+            "yet: in the admin (Flows), tick 'generic' on one or add intents to its keywords, "
+            "or run: .venv/bin/python manage.py set_flow FLOW --backend NAME --generic"
         )
     else:
         lines.append("Flows: none found yet; beat looks again every minute (its default).")

@@ -22,7 +22,7 @@ from backends.models import Backend
 from chatflows.lifecycle import chatflow_delete, chatflow_deploy
 from chatflows.models import Flow
 from chatflows.rows import SYNCED_FIELDS
-from chatflows.services import flows_discover_now
+from chatflows.services import flow_routing_set, flows_discover_now
 from flywheel.errors import ApplicationError
 
 
@@ -121,7 +121,7 @@ class FlowAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Flow, form: Any, change: bool) -> None:
         if "intent_keywords" in form.changed_data:
             obj.keywords_edited = True
-        super().save_model(request, obj, form, change)
+        flow_routing_set(flow=obj)  # the form has set the fields: the service saves
 
     def _on_backend(
         self,

@@ -99,3 +99,25 @@ def flows_discover_now(
     RateLimitError or a BackendError.
     """
     return on_demand_run(backends=backends, tenant=tenant, operation=DISCOVERY, run=adiscover_all)
+
+
+def flow_routing_set(
+    *, flow: Flow, is_generic: bool | None = None, intent_keywords: Iterable[str] | None = None
+) -> Flow:
+    """Set how routing uses ``flow`` (None leaves a field as it is): ``is_generic`` (it
+    serves any intent, at a reduced match) and the intents it serves. Keywords set here
+    are kept by later discoveries. The admin's flow form and ``set_flow`` call this.
+    """
+    if is_generic is not None:
+        flow.is_generic = is_generic
+    if intent_keywords is not None:
+        keywords: list[str] = []
+        for word in intent_keywords:
+            word = word.strip().lower()
+            if word and word not in keywords:
+                keywords.append(word)
+        if keywords != flow.intent_keywords:
+            flow.intent_keywords = keywords
+            flow.keywords_edited = True
+    flow.save()  # its signal drops the published flows: routing sees it within a second
+    return flow

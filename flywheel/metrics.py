@@ -57,6 +57,9 @@ WRITER_BACKLOG = Gauge(
 RATE_LIMITED = Counter(
     "flywheel_rate_limited_total", "Requests refused by a rate limit, by limit.", ["limit"]
 )
+# Series whose labels are known before the first event show from the start, at 0.
+for _limit in ("key", "auth-failures"):
+    RATE_LIMITED.labels(_limit)
 
 logger = logging.getLogger(__name__)
 

@@ -272,7 +272,9 @@ def plan(
             raise NoMatchingFlowError(NO_BACKEND, details={"intent": intent, "backends": 0})
         raise NoMatchingFlowError(
             f"No flow serves intent {intent!r}, and there is no generic flow. In the admin "
-            "(Flows), add the intent to a flow's keywords or tick 'generic' on one.",
+            "(Flows), add the intent to a flow's keywords or tick 'generic' on one; or run "
+            ".venv/bin/python manage.py set_flow FLOW --backend NAME --generic "
+            f"(or --intents {intent}).",
             details={"intent": intent},
         )
     if trial is None:  # a dry run, or the analytics page: what routing prefers

@@ -10,13 +10,6 @@ HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 BIN=.venv/bin
 LOGS=${FLYWHEEL_VAR_DIR:-var}/log
-# /metrics sums what every process counted here (prometheus_client's multiprocess mode);
-# the default directory starts empty, as that mode needs.
-if [ -z "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
-    export PROMETHEUS_MULTIPROC_DIR=${FLYWHEEL_VAR_DIR:-var}/metrics
-    rm -rf "$PROMETHEUS_MULTIPROC_DIR"
-fi
-
 # uvicorn would only say "address already in use" after everything else started.
 if ! $BIN/python - "$HOST" "$PORT" <<'PY'
 import socket, sys
@@ -30,6 +23,14 @@ with socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET) as
 PY
 then
     exit 1
+fi
+
+# /metrics sums what every process counted here (prometheus_client's multiprocess mode);
+# the default directory starts empty, as that mode needs. Only once the port is known to
+# be free: emptying it under a Flywheel already running would break that one's /metrics.
+if [ -z "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
+    export PROMETHEUS_MULTIPROC_DIR=${FLYWHEEL_VAR_DIR:-var}/metrics
+    rm -rf "$PROMETHEUS_MULTIPROC_DIR"
 fi
 
 mkdir -p "$PROMETHEUS_MULTIPROC_DIR"

@@ -71,7 +71,8 @@ def test_add_backend_probes_and_discovers_at_once_and_says_what_it_found() -> No
     assert re.fullmatch(r"  Health: answering \(\d+ ms\)\.", health), health
     assert found == (  # the captured echo flows serve no intent by their names
         f"  Flows: {flows} found ({flows} new), but none serves an intent yet: in the admin "
-        "(Flows), tick 'generic' on one or add intents to its keywords."
+        "(Flows), tick 'generic' on one or add intents to its keywords, or run: "
+        ".venv/bin/python manage.py set_flow FLOW --backend NAME --generic"
     )
     assert flows > 0
     assert backend.health.healthy

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from io import StringIO
 
@@ -311,10 +312,13 @@ def test_the_route_command_reports_an_unavailable_backend(world: World) -> None:
     assert line["error"]["type"] == "BackendUnavailable"
 
 
-def test_the_ask_command_prints_the_answer_then_one_line(world: World) -> None:
+def test_the_ask_command_prints_the_answer_then_one_line(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
     out = StringIO()
 
-    call_command("ask", REVIEW, "--backend", "lf", stdout=out)
+    with caplog.at_level(logging.INFO):
+        call_command("ask", REVIEW, "--backend", "lf", stdout=out)
 
     answer, blank, summary, *rest = out.getvalue().splitlines()
     decision = RoutingDecision.objects.get()
@@ -325,6 +329,7 @@ def test_the_ask_command_prints_the_answer_then_one_line(world: World) -> None:
         summary,
     ), summary
     assert decision.tenant.slug == "default"
+    assert not [r for r in caplog.records if r.name == "flywheel.decisions"]  # said once
 
 
 def test_the_ask_command_prints_the_whole_answer_with_json(world: World) -> None:

@@ -97,19 +97,25 @@ def test_with_a_log_the_commands_output_goes_there_and_restarts_to_the_console(
     assert f"exited (status 3), see {log}; restarting in 0.1 s".encode() in stderr
 
 
-def test_make_run_names_another_port_when_its_own_is_taken() -> None:
+def test_make_run_names_another_port_when_its_own_is_taken(tmp_path: Path) -> None:
+    # The Flywheel already running there keeps its metrics: they are not emptied.
+    counted = tmp_path / "metrics" / "counter_1234.db"
+    counted.parent.mkdir()
+    counted.write_bytes(b"counts")
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         run = subprocess.run(  # noqa: S603 - the project's own script
             [str(SUPERVISE.parent / "run.sh")],
-            env={**os.environ, "PORT": str(port), "HOST": "127.0.0.1"},
+            env={**env, "PORT": str(port), "HOST": "127.0.0.1", "FLYWHEEL_VAR_DIR": str(tmp_path)},
             capture_output=True,
             text=True,
             timeout=60,
         )
 
+    assert counted.read_bytes() == b"counts"
     assert run.returncode == 1
     assert run.stderr.strip() == (
         f"Port {port} on 127.0.0.1 is not free (Address already in use): stop what uses it, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -48,6 +49,16 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print the whole answer, as JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # The summary line says what the decision's log line would: one is enough here.
+        decisions_log = logging.getLogger("flywheel.decisions")
+        level = decisions_log.level
+        decisions_log.setLevel(logging.WARNING)
+        try:
+            self.ask(options)
+        finally:
+            decisions_log.setLevel(level)
+
+    def ask(self, options: dict[str, Any]) -> None:
         data = {"question": options["question"], "backend": options["backend"]}
         if options["session"]:
             data["session_id"] = options["session"]

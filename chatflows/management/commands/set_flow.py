@@ -1,0 +1,69 @@
+"""Say how routing uses a flow: generic (it serves any intent), or the intents it serves.
+
+The same as ticking "generic" or editing the keywords of a flow in the admin
+(chatflows.services.flow_routing_set), for a terminal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from backends.management.owner import add_owner_arguments, owner
+from chatflows.models import Flow
+from chatflows.services import flow_routing_set
+
+
+class Command(BaseCommand):
+    help = (
+        "Make a flow generic (it answers any question), or set the intents it serves: "
+        "set_flow FLOW --backend NAME --generic | --intents code-review,summarize"
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("flow", help="The flow's name (or its id on the backend).")
+        parser.add_argument("--backend", required=True, help="The backend's name.")
+        generic = parser.add_mutually_exclusive_group()
+        generic.add_argument("--generic", action="store_true", default=None)
+        generic.add_argument("--not-generic", dest="generic", action="store_false")
+        parser.add_argument(
+            "--intents", help="The intents it serves, comma-separated (replaces the keywords)."
+        )
+        add_owner_arguments(parser)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["generic"] is None and options["intents"] is None:
+            raise CommandError("Say what to set: --generic, --not-generic or --intents.")
+        flow = self._flow(options)
+        flow = flow_routing_set(
+            flow=flow,
+            is_generic=options["generic"],
+            intent_keywords=options["intents"].split(",") if options["intents"] else None,
+        )
+        serves = "any intent (generic)" if flow.is_generic else "only its intents"
+        self.stdout.write(
+            f"{flow.backend.name} / {flow.name}: serves {serves}; "
+            f"intents: {', '.join(flow.intent_keywords) or '(none)'}."
+        )
+
+    @staticmethod
+    def _flow(options: dict[str, Any]) -> Flow:
+        """The flow named on the backend named (of the tenant named, else shared)."""
+        flows = Flow.objects.filter(
+            backend__name=options["backend"],
+            backend__tenant=owner(options.get("tenant")),
+            removed_at__isnull=True,
+        ).select_related("backend")
+        found = list(flows.filter(name=options["flow"])) or list(
+            flows.filter(external_id=options["flow"])
+        )
+        if len(found) == 1:
+            return found[0]
+        names = ", ".join(sorted(flows.values_list("name", flat=True))) or "none"
+        if not found:
+            raise CommandError(
+                f"No flow {options['flow']!r} on backend {options['backend']!r} "
+                f"(its flows: {names})."
+            )
+        raise CommandError(f"Several flows are named {options['flow']!r}: give its id instead.")

@@ -1,0 +1,59 @@
+"""``manage.py set_flow``: how routing uses a flow, from a terminal, as the admin's form."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from chatflows.models import Flow
+from routing.errors import NoMatchingFlowError
+from tests.routing_world import World, refresh
+from tests.test_query import ask
+
+pytestmark = pytest.mark.django_db(transaction=True)
+QUESTION = "Write a haiku about the sea"  # creative-orientation: no flow serves it
+
+
+def test_a_flow_made_generic_answers_what_no_flow_served(world: World, tenant) -> None:
+    Flow.objects.filter(is_generic=True).update(is_generic=False)
+    refresh()
+    with pytest.raises(NoMatchingFlowError) as refused:
+        ask(tenant, question=QUESTION)
+    assert "set_flow FLOW --backend NAME --generic" in refused.value.message
+
+    out = StringIO()
+    call_command("set_flow", world.lf_flow.name, "--backend", "lf", "--generic", stdout=out)
+    refresh()
+
+    intents = ", ".join(world.lf_flow.intent_keywords) or "(none)"
+    assert out.getvalue().strip() == (
+        f"lf / {world.lf_flow.name}: serves any intent (generic); intents: {intents}."
+    )
+    assert ask(tenant, question=QUESTION)["routing"]["backend"] == "lf"
+
+
+def test_intents_set_from_the_terminal_are_kept_by_discovery(world: World) -> None:
+    call_command(
+        "set_flow", world.fw_flow.name, "--backend", "fw", "--intents", " Summarize, code-review,"
+    )
+
+    flow = Flow.objects.get(pk=world.fw_flow.pk)
+    assert flow.intent_keywords == ["summarize", "code-review"]
+    assert flow.keywords_edited
+
+
+def test_an_unknown_flow_names_the_flows_there_are(world: World) -> None:
+    with pytest.raises(CommandError) as refused:
+        call_command("set_flow", "nope", "--backend", "fw", "--generic")
+
+    assert (
+        str(refused.value) == f"No flow 'nope' on backend 'fw' (its flows: {world.fw_flow.name})."
+    )
+
+
+def test_it_needs_something_to_set(world: World) -> None:
+    with pytest.raises(CommandError, match="--generic, --not-generic or --intents"):
+        call_command("set_flow", world.fw_flow.name, "--backend", "fw")
