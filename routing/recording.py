@@ -22,14 +22,15 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, connections, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from backends.models import Backend
@@ -50,7 +51,7 @@ from routing.models import (
 )
 from routing.scoring import Performance
 from routing.spool import Segment, Spool, spool_directory
-from routing.state import PERFORMANCE_TTL_SECONDS, policy_values, publish_performance
+from routing.state import PERFORMANCE_TTL_SECONDS, policy_values, publish_performances
 
 ANSWER_CACHE_KEY = "flywheel:answer:{tenant}:{intent}:{digest}"
 logger = logging.getLogger(__name__)
@@ -135,22 +136,23 @@ def decisions_record(batch: Sequence[DecisionData], *, performance_window: int =
 
 
 def _share_performance(batch: Sequence[DecisionData], window: int) -> None:
-    """Publish the aggregates the batch changed. The rows are committed by now: a
-    failure here (the cache down) is logged and never raised, so nobody writes the
-    batch again; the next batch, or beat's republish, shares them later."""
+    """Publish the aggregates the batch changed: one read and one cache write for all
+    of them. The rows are committed by now: a failure here (the cache down) is logged
+    and never raised, so nobody writes the batch again; the next batch, or beat's
+    republish, shares them later."""
     touched = {(a.backend_id, d.intent) for d in batch for a in d.attempts if a.measured}
-    for backend_id, intent in touched:
-        try:
-            publish_performance(backend_id, intent, performance_of(backend_id, intent, window))
-        except Exception as err:  # the decisions are stored; only routing's memory is late
-            logger.warning(
-                "Decisions stored, but the performance aggregate of backend %s and intent "
-                "%r could not be shared (%s: %s); the next batch or beat's republish will.",
-                backend_id,
-                intent,
-                type(err).__name__,
-                err,
-            )
+    if not touched:
+        return
+    try:
+        publish_performances(performances_of(touched, window))
+    except Exception as err:  # the decisions are stored; only routing's memory is late
+        logger.warning(
+            "Decisions stored, but the performance aggregates of %s could not be shared "
+            "(%s: %s); the next batch or beat's republish will.",
+            ", ".join(f"backend {b} / {i!r}" for b, i in sorted(touched)),
+            type(err).__name__,
+            err,
+        )
 
 
 def _learn_from_llm(batch: Sequence[DecisionData]) -> None:
@@ -252,27 +254,55 @@ def _live_references(batch: Sequence[DecisionData]) -> tuple[set[int], set[int]]
     )
 
 
+Pair = tuple[int, str]  # (backend id, intent)
+_Recent = tuple[int, str, bool, float, datetime, int | None]
+
+
 def performance_of(backend_id: int, intent: str, window: int) -> Performance:
     """Success rate, mean latency and mean reported tokens over the last ``window``
     attempts made within the policy's performance_max_age_seconds (one indexed read): an
     attempt routing no longer counts must not drag down the measure of a backend that
     has healed."""
+    return performances_of({(backend_id, intent)}, window)[(backend_id, intent)]
+
+
+def performances_of(pairs: Iterable[Pair], window: int) -> dict[Pair, Performance]:
+    """performance_of for each backend + intent of ``pairs``, in one statement on
+    PostgreSQL (each pair's indexed read, joined by UNION ALL); one each elsewhere."""
     since = timezone.now() - timedelta(seconds=policy_values().performance_max_age_seconds)
-    recent = list(
-        PerformanceRecord.objects.filter(
-            backend_id=backend_id, intent=intent, created_at__gte=since
+
+    def recent(pair: Pair) -> QuerySet[PerformanceRecord, _Recent]:
+        backend_id, intent = pair
+        return (
+            PerformanceRecord.objects.filter(
+                backend_id=backend_id, intent=intent, created_at__gte=since
+            )
+            .order_by("-created_at")
+            .values_list(
+                "backend_id", "intent", "success", "latency_ms", "created_at", "total_tokens"
+            )[:window]
         )
-        .order_by("-created_at")
-        .values_list("success", "latency_ms", "created_at", "total_tokens")[:window]
-    )
+
+    ordered = sorted(set(pairs))
+    if len(ordered) > 1 and connection.features.supports_slicing_ordering_in_compound:
+        rows = list(recent(ordered[0]).union(*map(recent, ordered[1:]), all=True))
+    else:
+        rows = [row for pair in ordered for row in recent(pair)]
+    found: dict[Pair, list[_Recent]] = {pair: [] for pair in ordered}
+    for row in rows:
+        found[(row[0], row[1])].append(row)
+    return {pair: _performance(records) for pair, records in found.items()}
+
+
+def _performance(recent: list[_Recent]) -> Performance:
     if not recent:
         return Performance(attempts=0, success_rate=0.0, avg_latency_ms=0.0)
-    tokens = [used for _, _, _, used in recent if used is not None]
+    tokens = [row[5] for row in recent if row[5] is not None]
     return Performance(
         attempts=len(recent),
-        success_rate=sum(ok for ok, _, _, _ in recent) / len(recent),
-        avg_latency_ms=sum(latency for _, latency, _, _ in recent) / len(recent),
-        last_at=recent[0][2],
+        success_rate=sum(row[2] for row in recent) / len(recent),
+        avg_latency_ms=sum(row[3] for row in recent) / len(recent),
+        last_at=max(row[4] for row in recent),
         avg_tokens=sum(tokens) / len(tokens) if tokens else None,
     )
 
@@ -288,11 +318,9 @@ def performance_publish_all(*, window: int) -> int:
         .order_by()  # the model's ordering (created_at) would make every record distinct
         .distinct()
     )
-    published = 0
-    for backend_id, intent in pairs:
-        publish_performance(backend_id, intent, performance_of(backend_id, intent, window))
-        published += 1
-    return published
+    aggregates = performances_of(pairs, window)
+    publish_performances(aggregates)
+    return len(aggregates)
 
 
 @dataclass(frozen=True)

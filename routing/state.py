@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -213,10 +213,18 @@ def recent_performance(backend_ids: Iterable[int], intent: str) -> dict[int, Per
 
 def publish_performance(backend_id: int, intent: str, perf: Performance) -> None:
     """Share a backend + intent's fresh aggregate with every process."""
-    shared_cache().set(
-        PERFORMANCE_KEY.format(backend=backend_id, intent=intent), perf, PERFORMANCE_TTL_SECONDS
+    publish_performances({(backend_id, intent): perf})
+
+
+def publish_performances(aggregates: Mapping[tuple[int, str], Performance]) -> None:
+    """Share fresh aggregates, keyed (backend id, intent), with every process: one
+    cache write for all of them."""
+    shared_cache().set_many(
+        {PERFORMANCE_KEY.format(backend=b, intent=i): perf for (b, i), perf in aggregates.items()},
+        PERFORMANCE_TTL_SECONDS,
     )
-    _memo.remember(backend_id, intent, perf)
+    for (backend_id, intent), perf in aggregates.items():
+        _memo.remember(backend_id, intent, perf)
 
 
 def forget() -> None:

@@ -385,7 +385,7 @@ def test_a_cache_failure_after_the_commit_does_not_write_the_batch_again(
     def unreachable(*args: object) -> None:
         raise ConnectionError("cache down")
 
-    monkeypatch.setattr(recording, "publish_performance", unreachable)
+    monkeypatch.setattr(recording, "publish_performances", unreachable)
     tenant = Tenant.objects.get(slug="default")
     attempt = Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", True, 12.5)
     batch = [decision(tenant, uuid.uuid4(), answer="yes", attempts=(attempt,)) for _ in range(3)]
@@ -439,3 +439,26 @@ def test_performance_memory_holds_the_mean_tokens_of_the_attempts_that_reported_
 
     perf = state.recent_performance([world.fw.pk], "code-review")[world.fw.pk]
     assert (perf.attempts, perf.avg_tokens) == (3, 200.0)
+
+
+def test_the_aggregates_a_batch_touched_are_read_in_one_statement(
+    world: World, django_assert_num_queries: Any
+) -> None:
+    from routing.models import PerformanceRecord
+
+    for backend, intent, ok, ms in [
+        (world.fw, "code-review", True, 10.0),
+        (world.fw, "code-review", False, 30.0),
+        (world.lf, "code-review", True, 50.0),
+        (world.fw, "summarize", True, 70.0),
+    ]:
+        PerformanceRecord.objects.create(backend=backend, intent=intent, latency_ms=ms, success=ok)
+    pairs = {(world.fw.pk, "code-review"), (world.lf.pk, "code-review"), (world.fw.pk, "summarize")}
+    recording.policy_values()  # the policy is cached: the one read below is the records'
+
+    with django_assert_num_queries(1):
+        together = recording.performances_of(pairs, 10)
+
+    assert together == {pair: recording.performance_of(*pair, 10) for pair in pairs}
+    fw_review = together[(world.fw.pk, "code-review")]
+    assert (fw_review.attempts, fw_review.success_rate, fw_review.avg_latency_ms) == (2, 0.5, 20.0)
