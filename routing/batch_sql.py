@@ -172,3 +172,29 @@ def decisions_insert(batch: Sequence[DecisionData]) -> None:
         document = json.dumps(storable(rows), default=str)
     with connection.cursor() as cursor:
         cursor.execute(_statement(), [document])
+
+
+# The last attempts of several backends + intents, each its own indexed read (the
+# index on backend, intent, -created_at), in one statement of fixed text: the ORM's
+# UNION of one query per pair, compiled in Python on every batch, cost the writer
+# more than the read itself.
+_RECENT_SQL = """
+SELECT pair.backend_id, pair.intent, r.success, r.latency_ms, r.created_at, r.total_tokens
+FROM unnest(%s::bigint[], %s::text[]) AS pair(backend_id, intent)
+CROSS JOIN LATERAL (
+    SELECT success, latency_ms, created_at, total_tokens FROM {performance}
+    WHERE backend_id = pair.backend_id AND intent = pair.intent AND created_at >= %s
+    ORDER BY created_at DESC LIMIT %s
+) AS r
+"""
+
+
+def recent_attempts(
+    pairs: Sequence[tuple[int, str]], since: Any, window: int
+) -> list[tuple[int, str, bool, float, Any, int | None]]:
+    """Each pair's last ``window`` attempts since ``since``: (backend id, intent,
+    success, latency_ms, created_at, total_tokens) rows, in no particular order."""
+    sql = _RECENT_SQL.format(performance=PerformanceRecord._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[b for b, _ in pairs], [i for _, i in pairs], since, window])
+        return list(cursor.fetchall())

@@ -37,7 +37,7 @@ from backends.models import Backend
 from chatflows.models import Flow
 from flywheel.cache import shared_cache
 from flywheel.metrics import BACKEND_LATENCY, DECISIONS, FALLBACKS, WRITER_BACKLOG
-from routing.batch_sql import decisions_insert, storable
+from routing.batch_sql import decisions_insert, recent_attempts, storable
 from routing.execution import Attempt
 from routing.models import (
     ExampleSource,
@@ -268,7 +268,7 @@ def performance_of(backend_id: int, intent: str, window: int) -> Performance:
 
 def performances_of(pairs: Iterable[Pair], window: int) -> dict[Pair, Performance]:
     """performance_of for each backend + intent of ``pairs``, in one statement on
-    PostgreSQL (each pair's indexed read, joined by UNION ALL); one each elsewhere."""
+    PostgreSQL (routing.batch_sql.recent_attempts); one read each elsewhere."""
     since = timezone.now() - timedelta(seconds=policy_values().performance_max_age_seconds)
 
     def recent(pair: Pair) -> QuerySet[PerformanceRecord, _Recent]:
@@ -284,8 +284,9 @@ def performances_of(pairs: Iterable[Pair], window: int) -> dict[Pair, Performanc
         )
 
     ordered = sorted(set(pairs))
-    if len(ordered) > 1 and connection.features.supports_slicing_ordering_in_compound:
-        rows = list(recent(ordered[0]).union(*map(recent, ordered[1:]), all=True))
+    rows: list[_Recent]
+    if connection.vendor == "postgresql":
+        rows = recent_attempts(ordered, since, window)
     else:
         rows = [row for pair in ordered for row in recent(pair)]
     found: dict[Pair, list[_Recent]] = {pair: [] for pair in ordered}
