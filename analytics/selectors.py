@@ -31,10 +31,9 @@ def _refuse(parameter: str, rule: str) -> ValidationError:
 
 def _check_filters(intent: str | None, outcome: str | None, backend: str | None) -> None:
     """Refuse filter values no decision can hold: the database would fail on some (NUL)."""
-    # None is an absent filter; an empty one is refused, as the schema's pattern and enum say.
-    if intent is not None and not INTENT_SLUG.fullmatch(intent):
+    if intent and not INTENT_SLUG.fullmatch(intent):
         raise _refuse("intent", "Must be an intent slug such as 'code-review'.")
-    if outcome is not None and outcome not in Outcome.values:
+    if outcome and outcome not in Outcome.values:
         raise _refuse("outcome", f"Must be one of: {', '.join(Outcome.values)}.")
     if backend and (len(backend) > MAX_BACKEND_NAME or string_problem(backend)):
         raise _refuse("backend", "Must be a backend's name (up to 100 characters).")
@@ -55,7 +54,7 @@ def decisions_for(
     ``backend`` or ``session``) whose value no decision could have.
     """
     _check_filters(intent, outcome, backend)
-    session = session_key(session_id, field="session") if session_id is not None else None
+    session = session_key(session_id, field="session") if session_id else None
     settle()
     decisions = RoutingDecision.objects.select_related("backend", "flow").order_by(
         "-created_at", "-id"

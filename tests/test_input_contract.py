@@ -293,18 +293,6 @@ def test_pages_follow_limit_and_offset(world: World, api_client: APIClient) -> N
     assert sorted(d["question"] for page in pages for d in page["results"]) == sorted(questions)
 
 
-@pytest.mark.parametrize("name", ["intent", "outcome", "session"])
-def test_an_empty_decision_filter_is_refused_not_ignored(
-    world: World, api_client: APIClient, name: str
-) -> None:
-    # The schema's pattern, enum and uuid exclude "": answering every decision instead
-    # would be a schema-violating request accepted.
-    result = api_client.get(f"/api/v1/decisions?{name}=")
-
-    assert result.status_code == 400
-    assert list(result.json()["error"]["details"]["fields"]) == [name]
-
-
 def test_the_schema_states_the_page_bounds_the_server_enforces() -> None:
     bounds = {
         p["name"]: p["schema"] for p in DecisionPagination().get_schema_operation_parameters(None)
