@@ -293,6 +293,16 @@ def test_pages_follow_limit_and_offset(world: World, api_client: APIClient) -> N
     assert sorted(d["question"] for page in pages for d in page["results"]) == sorted(questions)
 
 
+def test_an_empty_decision_filter_is_no_filter(world: World, api_client: APIClient) -> None:
+    # The schema marks these allowEmptyValue; the fuzzer holds the server to it.
+    api_client.post("/api/v1/query", {"question": REVIEW}, format="json")
+
+    result = api_client.get("/api/v1/decisions?intent=&outcome=&backend=&session=")
+
+    assert result.status_code == 200
+    assert result.json()["count"] == 1
+
+
 def test_the_schema_states_the_page_bounds_the_server_enforces() -> None:
     bounds = {
         p["name"]: p["schema"] for p in DecisionPagination().get_schema_operation_parameters(None)
