@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 import weakref
@@ -209,12 +210,47 @@ DELETE_AGAIN_SECONDS = 0.5
 
 
 def forget(*keys: str) -> None:
-    """Delete ``keys`` from the shared cache now, and again DELETE_AGAIN_SECONDS later
-    (on a timer thread), after the change that made them stale has committed."""
+    """Delete ``keys`` from the shared cache now, and again DELETE_AGAIN_SECONDS later,
+    after the change that made them stale has committed."""
     shared_cache().delete_many(keys)
-    timer = threading.Timer(DELETE_AGAIN_SECONDS, shared_cache().delete_many, args=(list(keys),))
-    timer.daemon = True
-    timer.start()
+    _again.schedule(keys)
+
+
+class _DeleteAgain:
+    """One thread per process deletes the keys whose second delete is due. Keys forgotten
+    again before then are deleted once, at the later time: a discovery that saves a
+    hundred flows schedules one delete, not a hundred threads."""
+
+    def __init__(self) -> None:
+        self._due: dict[str, float] = {}  # key -> monotonic time of its second delete
+        self._changed = threading.Condition()
+        self._pid = 0  # the process whose thread runs (a forked child starts its own)
+
+    def schedule(self, keys: Iterable[str]) -> None:
+        due = time.monotonic() + DELETE_AGAIN_SECONDS
+        with self._changed:
+            self._due.update(dict.fromkeys(keys, due))
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                threading.Thread(target=self._run, name="cache-delete-again", daemon=True).start()
+            self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due:
+                    self._changed.wait()
+                now = time.monotonic()
+                ready = [key for key, due in self._due.items() if due <= now]
+                if not ready:
+                    self._changed.wait(min(self._due.values()) - now)
+                    continue
+                for key in ready:
+                    del self._due[key]
+            shared_cache().delete_many(ready)
+
+
+_again = _DeleteAgain()
 
 
 @receiver(setting_changed)
