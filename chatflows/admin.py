@@ -22,7 +22,7 @@ from backends.models import Backend
 from chatflows.lifecycle import chatflow_delete, chatflow_deploy
 from chatflows.models import Flow
 from chatflows.rows import SYNCED_FIELDS
-from chatflows.services import flow_routing_set, flows_discover_now
+from chatflows.services import flow_routing_set, flows_discover_now, keyword_list
 from flywheel.errors import ApplicationError
 
 
@@ -40,12 +40,7 @@ class KeywordsField(forms.Field):
         text = value if isinstance(value, str) else ", ".join(value or [])
         if len(text) > 2000:
             raise forms.ValidationError("At most 2000 characters.")
-        keywords: list[str] = []
-        for word in text.split(","):
-            word = word.strip().lower()
-            if word and word not in keywords:
-                keywords.append(word)
-        return keywords
+        return keyword_list(text.split(","))
 
     def has_changed(self, initial: Any, data: Any) -> bool:
         return self.to_python(self.prepare_value(initial)) != self.to_python(data)
@@ -119,9 +114,10 @@ class FlowAdmin(admin.ModelAdmin):
         return False  # flows come from discovery
 
     def save_model(self, request: HttpRequest, obj: Flow, form: Any, change: bool) -> None:
-        if "intent_keywords" in form.changed_data:
-            obj.keywords_edited = True
-        flow_routing_set(flow=obj)  # the form has set the fields: the service saves
+        keywords = None
+        if "intent_keywords" in form.changed_data:  # the service sees them change
+            keywords, obj.intent_keywords = obj.intent_keywords, form.initial["intent_keywords"]
+        flow_routing_set(flow=obj, intent_keywords=keywords)
 
     def _on_backend(
         self,

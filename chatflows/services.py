@@ -101,6 +101,16 @@ def flows_discover_now(
     return on_demand_run(backends=backends, tenant=tenant, operation=DISCOVERY, run=adiscover_all)
 
 
+def keyword_list(words: Iterable[str]) -> list[str]:
+    """Intent keywords as stored: trimmed, lower case, without blanks or repeats."""
+    keywords: list[str] = []
+    for word in words:
+        word = word.strip().lower()
+        if word and word not in keywords:
+            keywords.append(word)
+    return keywords
+
+
 def flow_routing_set(
     *, flow: Flow, is_generic: bool | None = None, intent_keywords: Iterable[str] | None = None
 ) -> Flow:
@@ -111,11 +121,7 @@ def flow_routing_set(
     if is_generic is not None:
         flow.is_generic = is_generic
     if intent_keywords is not None:
-        keywords: list[str] = []
-        for word in intent_keywords:
-            word = word.strip().lower()
-            if word and word not in keywords:
-                keywords.append(word)
+        keywords = keyword_list(intent_keywords)
         if keywords != flow.intent_keywords:
             flow.intent_keywords = keywords
             flow.keywords_edited = True
