@@ -12,7 +12,6 @@ error leaving the client is scrubbed of the credentials it sent
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import re
@@ -39,6 +38,7 @@ from backends.transport import (
     TransportError,
     TransportTimeout,
 )
+from flywheel.jsonout import dumps
 
 # Connecting should be quick on the networks backends live on; the read
 # timeout is the backend's own setting (a flow may think for a while).
@@ -187,7 +187,7 @@ class HttpClient:
             url = url.update_query(params)
         body = None
         if json_data is not None:
-            body = json.dumps(json_data, ensure_ascii=False, separators=(",", ":")).encode()
+            body = dumps(json_data)
         return Request(
             method=method.upper(),
             url=url,

@@ -56,7 +56,7 @@ api = ApiHandler()
 
 # Imported once Django is set up (get_asgi_application did that above).
 from flywheel.fastlane import FastLane, host_refusal  # noqa: E402
-from flywheel.metrics import REQUESTS, door_of  # noqa: E402
+from flywheel.metrics import REQUESTS, door_of, labelled  # noqa: E402
 from routing import api as routing_api  # noqa: E402
 
 api_with_fast_lane = FastLane(
@@ -147,4 +147,4 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     try:
         await handler(scope, receive, counted)
     finally:  # a client gone before the answer started counts as status "none"
-        REQUESTS.labels(door_of(scope["path"]), str(status) if status else "none").inc()
+        labelled(REQUESTS, door_of(scope["path"]), str(status) if status else "none").inc()

@@ -47,7 +47,7 @@ async def authenticate(request: HttpRequest) -> ApiKey:
     Raises AuthenticationError, or RateLimitError when the client's address has
     failed to authenticate too often (flywheel.ratelimit).
     """
-    header = request.headers.get("Authorization", "")
+    header = request.META.get("HTTP_AUTHORIZATION", "")  # request.headers builds them all
     scheme, _, raw_key = header.partition(" ")
     if scheme != "Bearer" or not raw_key.strip():
         raise AuthenticationError("Use the header 'Authorization: Bearer <key>'.")

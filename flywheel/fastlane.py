@@ -6,8 +6,9 @@ at the query path's volumes that costs more than routing itself. The query
 endpoints need none of it: they authenticate by key, reach the database only
 through flywheel.asyncdb (which returns its connections), and are plain
 async views. So their requests are read, turned into Django requests and
-handed to the very same view functions, and the responses are sent back the
-way Django sends them. Every other path goes through Django as usual.
+handed to the very same view functions, and the responses are sent back as
+Django sends them (a plain one in two ASGI messages, without Django's
+chunking loop). Every other path goes through Django as usual.
 
 Nothing on the way calls ``request.get_host()`` for certain (with
 FLYWHEEL_PUBLIC_URL set, not even the trace URL), so :func:`host_refusal`
@@ -16,12 +17,21 @@ checks the Host up front, here and for every other API path (flywheel/asgi.py).
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from django.core.exceptions import DisallowedHost, RequestAborted, SuspiciousOperation
+from django.conf import settings
+from django.core.exceptions import (
+    DisallowedHost,
+    RequestAborted,
+    RequestDataTooBig,
+    SuspiciousOperation,
+)
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 
@@ -37,19 +47,97 @@ View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
 def host_refusal(request: HttpRequest) -> JsonResponse | None:
     """A 400 in the error shape if the request's Host is not in ALLOWED_HOSTS, else None.
 
-    Django's own rule (``request.get_host()``), answered as the API answers.
+    Django's own rule (``request.get_host()``), answered as the API answers. The
+    verdict is remembered per Host header (see :func:`_host_verdict`), and an
+    accepted request's scheme and host are kept on it, where
+    ``request.build_absolute_uri`` looks them up instead of checking again.
     """
-    try:
-        request.get_host()
-    except DisallowedHost as err:
-        security_logger.error(str(err), extra={"status_code": 400, "request": request})
-        body = error_body(
-            "BadRequest",
-            "The Host header names a host this server does not serve.",
-            {"host": request.META.get("HTTP_HOST", "")[:100]},
-        )
-        return JsonResponse(body, status=400)
-    return None
+    host, err = _host_verdict(request)
+    if err is None:
+        request.__dict__["_current_scheme_host"] = f"{request.scheme}://{host}"
+        return None
+    security_logger.error(str(err), extra={"status_code": 400, "request": request})
+    body = error_body(
+        "BadRequest",
+        "The Host header names a host this server does not serve.",
+        {"host": request.META.get("HTTP_HOST", "")[:100]},
+    )
+    return JsonResponse(body, status=400)
+
+
+# Host headers (with what else get_host reads) and Django's verdict on them; a few
+# clients send the same few values, so the check runs once per value, not per request.
+_HOST_HEADERS = ("HTTP_X_FORWARDED_HOST", "HTTP_HOST", "SERVER_NAME", "SERVER_PORT")
+_MAX_REMEMBERED_HOSTS = 256
+_verdicts: dict[tuple[str | None, ...], tuple[str, DisallowedHost | None]] = {}
+
+
+def _host_verdict(request: HttpRequest) -> tuple[str, DisallowedHost | None]:
+    key = tuple(request.META.get(name) for name in _HOST_HEADERS)
+    verdict = _verdicts.get(key)
+    if verdict is None:
+        try:
+            verdict = (request.get_host(), None)
+        except DisallowedHost as err:
+            verdict = ("", err)
+        if len(_verdicts) >= _MAX_REMEMBERED_HOSTS:
+            _verdicts.clear()  # a client making up Host headers gains nothing
+        _verdicts[key] = verdict
+    return verdict
+
+
+@receiver(setting_changed)
+def _hosts_changed(setting: str, **kwargs: Any) -> None:
+    if setting in {"ALLOWED_HOSTS", "USE_X_FORWARDED_HOST", "USE_X_FORWARDED_PORT", "DEBUG"}:
+        _verdicts.clear()
+
+
+async def read_body(receive: Any) -> bytes:
+    """The request body, in memory: the fast lane's bodies are small JSON documents.
+
+    Raises RequestAborted if the client leaves first, RequestDataTooBig (Django's
+    check and words) past DATA_UPLOAD_MAX_MEMORY_SIZE, without reading the rest.
+    """
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise RequestAborted()
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise RequestDataTooBig(
+                    "Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE."
+                )
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def request_of(scope: dict[str, Any], body: bytes) -> ASGIRequest:
+    """Django's request for ``scope``, its body already read (the size checked by
+    read_body, so ``request.body`` is not read or checked again)."""
+    request = ASGIRequest(scope, io.BytesIO(body))
+    request._body = body  # what HttpRequest.body would have read from the stream
+    return request
+
+
+async def send_response(response: HttpResponseBase, send: Any, fallback: ASGIHandler) -> None:
+    """Send ``response`` as Django's handler would; a plain one (no cookies, not
+    streamed) goes out in two messages, its length said up front."""
+    if response.streaming or response.cookies or not isinstance(response, HttpResponse):
+        await fallback.send_response(response, send)
+        return
+    content = response.content
+    if not response.has_header("Content-Length"):
+        # Said up front, the body goes out whole instead of chunk-encoded.
+        response["Content-Length"] = str(len(content))
+    headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
 
 
 class FastLane:
@@ -65,20 +153,14 @@ class FastLane:
             await self.fallback(scope, receive, send)
             return
         try:
-            body = await self.fallback.read_body(receive)
+            body = await read_body(receive)
+            request = request_of(scope, body)
+            response = host_refusal(request) or await view(request)
         except RequestAborted:
             return  # the client left before sending its question
-        try:
-            request = ASGIRequest(scope, body)
-            response = host_refusal(request) or await view(request)
         except SuspiciousOperation as err:  # e.g. a body over DATA_UPLOAD_MAX_MEMORY_SIZE
             response = JsonResponse(error_body("BadRequest", str(err)), status=400)
         except Exception:
             logger.exception("Unhandled error on %s", scope["path"])
             response = JsonResponse(internal_error_body(), status=500)
-        finally:
-            body.close()
-        if isinstance(response, HttpResponse) and not response.has_header("Content-Length"):
-            # Said up front, the body goes out whole instead of chunk-encoded.
-            response["Content-Length"] = str(len(response.content))
-        await self.fallback.send_response(response, send)
+        await send_response(response, send, self.fallback)

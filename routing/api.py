@@ -23,6 +23,7 @@ from flywheel.asyncapi import async_api, json_body
 from flywheel.asyncdb import db
 from flywheel.authentication import request_api_key
 from flywheel.errors import NotFoundError
+from flywheel.jsonout import json_response
 from flywheel.models import ApiKey
 from flywheel.rest import absolute_url, query_integer
 from routing import querytype_service
@@ -70,7 +71,7 @@ async def query(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
         response["X-Accel-Buffering"] = "no"
         return response
     body = await answer_question(query_req, tenant=tenant)
-    return JsonResponse(_absolute(request, body))
+    return json_response(_absolute(request, body))
 
 
 @async_api("POST")
@@ -78,7 +79,7 @@ async def route(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """POST /api/v1/route: classify and score without running anything."""
     query_req = query_request(json_body(request))
     tenant = api_key.tenant  # loaded with the key
-    return JsonResponse(await route_question(query_req, tenant=tenant))
+    return json_response(await route_question(query_req, tenant=tenant))
 
 
 PREDICT_FIELDS = {"question", "session_id", "fallback", "include_routing_metadata"}

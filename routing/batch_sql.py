@@ -28,7 +28,6 @@ turns each into U+FFFD, so an answered query is never left unrecorded.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from django.db.models import Model
 
 from backends.models import Backend
 from chatflows.models import Flow
+from flywheel.jsonout import dumps
 from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 
 if TYPE_CHECKING:
@@ -123,8 +123,10 @@ def _statement() -> str:
 
 # Any surrogate in a Python str is one UTF-8 cannot encode (pairs are single code points).
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
-# How json.dumps (ASCII output) writes them: a document without these needs no cleaning.
-_UNSTORABLE_ESCAPES = ("\\u0000", "\\ud")
+# How the encoders write them (a NUL always escaped; a lone surrogate escaped by the
+# standard library, which flywheel.jsonout falls back to for it): a document without
+# these needs no cleaning.
+_UNSTORABLE_ESCAPES = (b"\\u0000", b"\\ud")
 
 
 def storable(value: Any) -> Any:
@@ -166,12 +168,12 @@ def decisions_insert(batch: Sequence[DecisionData]) -> None:
     """Insert the batch's sessions (or move their updated_at on), decisions, performance
     records and turns. Runs inside the caller's transaction; raises the database's error."""
     rows = [_row(i, data) for i, data in enumerate(batch)]
-    # default=str: the UUIDs; everything else is plain JSON already
-    document = json.dumps(rows, default=str)
+    # default=str: what is not plain JSON already (nothing, at present)
+    document = dumps(rows, default=str)
     if any(escape in document for escape in _UNSTORABLE_ESCAPES):  # rare: clean, then again
-        document = json.dumps(storable(rows), default=str)
+        document = dumps(storable(rows), default=str)
     with connection.cursor() as cursor:
-        cursor.execute(_statement(), [document])
+        cursor.execute(_statement(), [document.decode()])
 
 
 # The last attempts of several backends + intents, each its own indexed read (the

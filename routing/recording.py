@@ -36,7 +36,7 @@ from django.utils import timezone
 from backends.models import Backend
 from chatflows.models import Flow
 from flywheel.cache import shared_cache
-from flywheel.metrics import BACKEND_LATENCY, DECISIONS, FALLBACKS, WRITER_BACKLOG
+from flywheel.metrics import BACKEND_LATENCY, DECISIONS, FALLBACKS, WRITER_BACKLOG, labelled
 from routing.batch_sql import decisions_insert, recent_attempts, storable
 from routing.execution import Attempt
 from routing.models import (
@@ -444,12 +444,12 @@ def count(batch: Sequence[DecisionData]) -> None:
                 },
             },
         )
-        DECISIONS.labels(winner, intent, data.intent_method or "none", data.outcome).inc()
+        labelled(DECISIONS, winner, intent, data.intent_method or "none", data.outcome).inc()
         if data.outcome == Outcome.FALLBACK:
-            FALLBACKS.labels(intent).inc()
+            labelled(FALLBACKS, intent).inc()
         for attempt in data.attempts:
             result = "ok" if attempt.ok else "failed"
-            BACKEND_LATENCY.labels(attempt.backend, result).observe(attempt.latency_ms / 1000)
+            labelled(BACKEND_LATENCY, attempt.backend, result).observe(attempt.latency_ms / 1000)
 
 
 class _Writer:

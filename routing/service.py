@@ -23,7 +23,7 @@ from django.http import HttpRequest
 
 from backends.adapters.base import Exchange, ExecutionResult
 from chatflows.lifecycle import KINDS, resolve_flow
-from flywheel import logs
+from flywheel import ids, logs
 from flywheel.asyncdb import db
 from flywheel.errors import (
     DATABASE_UNAVAILABLE,
@@ -88,7 +88,7 @@ class _Query:
 
     request: QueryRequest
     tenant: Tenant
-    request_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    request_id: uuid.UUID = field(default_factory=ids.uuid4)
     started: float = field(default_factory=time.perf_counter)
     session_id: uuid.UUID | None = None
     history: list[PastTurn] = field(default_factory=list)

@@ -9,12 +9,13 @@ lands, even while the turn's row is still being written behind the response.
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Left
 
+from flywheel import ids
 from flywheel.cache import shared_cache, shared_cache_set
 from flywheel.errors import NotFoundError, ValidationError
 from routing.models import Session, Turn
@@ -62,7 +63,9 @@ def _cached(key: uuid.UUID) -> dict[str, Any] | None:
 
 
 def _entry(tenant_id: int, turns: list[PastTurn]) -> dict[str, Any]:
-    return {"tenant": tenant_id, "turns": [asdict(t) for t in turns[-RECENT_TURNS:]]}
+    # vars(), not asdict(): a turn holds only plain values, and asdict's deep copy of
+    # each cost a question about 30 µs.
+    return {"tenant": tenant_id, "turns": [dict(vars(t)) for t in turns[-RECENT_TURNS:]]}
 
 
 def _cache(key: uuid.UUID, tenant_id: int, turns: list[PastTurn]) -> None:
@@ -71,7 +74,7 @@ def _cache(key: uuid.UUID, tenant_id: int, turns: list[PastTurn]) -> None:
 
 def session_new(*, tenant_id: int) -> uuid.UUID:
     """A new session's id; its row is written with its first decision."""
-    return uuid.uuid4()
+    return ids.uuid4()
 
 
 def session_cached(*, tenant_id: int, session_id: uuid.UUID) -> list[PastTurn] | None:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flywheel.jsonout import dumps
 from routing.execution import Attempt
 
 if TYPE_CHECKING:
@@ -51,10 +52,11 @@ REJECTED = "rejected.jsonl"
 
 
 def encode(data: DecisionData) -> bytes:
-    """One line: ASCII JSON (a lone surrogate in an answer survives as an escape)."""
-    values = dict(vars(data))  # shallow: json walks the rest (asdict's deep copy costs 4x)
+    """One line of JSON (flywheel.jsonout: a lone surrogate in an answer survives as an
+    escape; no newline inside, as JSON escapes them)."""
+    values = dict(vars(data))  # shallow: the encoder walks the rest (asdict's copy costs 4x)
     values["attempts"] = [vars(a) for a in data.attempts]
-    return json.dumps(values, default=str, separators=(",", ":")).encode() + b"\n"
+    return dumps(values, default=str) + b"\n"
 
 
 def decode(line: bytes) -> DecisionData:

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
@@ -237,6 +237,6 @@ def forget() -> None:
 
 
 def now() -> datetime:
-    from django.utils import timezone
-
-    return timezone.now()
+    """The time now, aware (UTC): what django.utils.timezone.now() gives with USE_TZ,
+    without reading the settings on every call of the query path."""
+    return datetime.now(UTC)
