@@ -29,9 +29,9 @@ from backends.errors import (
     BackendTimeoutError,
     BackendUnexpectedError,
 )
+from backends.plain import NetworkTransport
 from backends.redact import redact, redact_value, secret_spellings
 from backends.transport import (
-    AiohttpTransport,
     Request,
     Response,
     Transport,
@@ -118,13 +118,15 @@ def json_body(response: Response, backend: str) -> Any:
 
 
 def network_transport(*, restricted: bool = False) -> Transport:
-    """What carries requests when no transport is given: aiohttp (backends/transport.py).
+    """What carries requests when no transport is given: backends/plain.py's
+    NetworkTransport (plain HTTP/1.1 for whole requests to http:// URLs, aiohttp for
+    the rest).
 
     A ``restricted`` transport reaches only the addresses backends/addresses.py
     allows. The test suite swaps in one built on httpx, whose backend mocks it
     uses; the address guard is proven on real sockets (tests/test_transport.py).
     """
-    return AiohttpTransport(restricted=restricted)
+    return NetworkTransport(restricted=restricted)
 
 
 class HttpClient:

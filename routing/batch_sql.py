@@ -32,7 +32,9 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 from django.db import connection
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Model
 
 from backends.models import Backend
@@ -164,6 +166,23 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
     }
 
 
+def bound_cursor() -> CursorWrapper:
+    """A cursor of the current connection that sends its parameters apart from the
+    SQL (psycopg's own cursor; Django's quotes them into the text, in Python).
+
+    For the writer's two statements: a batch's document (tens of kilobytes) goes
+    over as it is, and after a few runs on a pooled connection psycopg has
+    PostgreSQL prepare the statement, so it is neither parsed nor planned again.
+    Wrapped as connection.cursor() wraps its own: Django's errors, and the
+    queries logged where Django logs them.
+    """
+    connection.ensure_connection()
+    raw: Any = psycopg.Cursor(connection.connection)  # Django's wrappers take any DB-API cursor
+    if connection.queries_logged:
+        return connection.make_debug_cursor(raw)
+    return connection.make_cursor(raw)
+
+
 def decisions_insert(batch: Sequence[DecisionData]) -> None:
     """Insert the batch's sessions (or move their updated_at on), decisions, performance
     records and turns. Runs inside the caller's transaction; raises the database's error."""
@@ -172,7 +191,7 @@ def decisions_insert(batch: Sequence[DecisionData]) -> None:
     document = dumps(rows, default=str)
     if any(escape in document for escape in _UNSTORABLE_ESCAPES):  # rare: clean, then again
         document = dumps(storable(rows), default=str)
-    with connection.cursor() as cursor:
+    with bound_cursor() as cursor:
         cursor.execute(_statement(), [document.decode()])
 
 
@@ -197,6 +216,6 @@ def recent_attempts(
     """Each pair's last ``window`` attempts since ``since``: (backend id, intent,
     success, latency_ms, created_at, total_tokens) rows, in no particular order."""
     sql = _RECENT_SQL.format(performance=PerformanceRecord._meta.db_table)
-    with connection.cursor() as cursor:
+    with bound_cursor() as cursor:
         cursor.execute(sql, [[b for b, _ in pairs], [i for _, i in pairs], since, window])
         return list(cursor.fetchall())

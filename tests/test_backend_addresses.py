@@ -24,7 +24,7 @@ from rest_framework.test import APIClient
 
 from backends import addresses, http
 from backends.models import Backend, HealthCheck
-from backends.transport import AiohttpTransport
+from backends.plain import NetworkTransport
 from flywheel.models import Tenant
 
 pytestmark = pytest.mark.django_db
@@ -260,7 +260,7 @@ def real_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         http,
         "network_transport",
-        lambda *, restricted=False: AiohttpTransport(restricted=restricted),
+        lambda *, restricted=False: NetworkTransport(restricted=restricted),
     )
 
 

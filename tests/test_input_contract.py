@@ -363,11 +363,11 @@ class _LoopbackOnTheWire:
         self.mocked = HttpxTransport()
 
     async def send(self, request: Any, *, stream: bool = False) -> Any:
-        from backends.transport import AiohttpTransport
+        from backends.plain import NetworkTransport
 
         if request.url.host != "127.0.0.1":
             return await self.mocked.send(request, stream=stream)
-        wire = AiohttpTransport()  # one per request: closed in the loop that opened it
+        wire = NetworkTransport()  # one per request: closed in the loop that opened it
         try:
             return await wire.send(request, stream=stream)
         finally:

@@ -1,8 +1,9 @@
-"""The aiohttp transport under the backend clients, against real sockets on loopback.
+"""The product's transport under the backend clients, against real sockets on loopback.
 
 Each test starts a small HTTP server in the test's own loop and talks to it
 through HttpClient exactly as the adapters do, so what is checked is the
-bytes on the wire and the errors a caller sees, not a mock.
+bytes on the wire and the errors a caller sees, not a mock. Whole requests
+to these http:// servers cross backends/plain.py; streamed ones, aiohttp.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from yarl import URL
 
 from backends.errors import BackendConnectionError, BackendError, BackendTimeoutError
 from backends.http import HttpClient
-from backends.transport import AiohttpTransport, Response
+from backends.plain import NetworkTransport
+from backends.transport import Response
 
 Handler = Callable[[dict[str, Any], asyncio.StreamWriter], Awaitable[None]]
 
@@ -44,8 +46,12 @@ def _response(status: int, body: bytes, headers: dict[str, str] | None = None) -
 
 
 @asynccontextmanager
-async def server(handler: Handler) -> AsyncIterator[str]:
+async def server(handler: Handler, connections: list[int] | None = None) -> AsyncIterator[str]:
+    """Serve ``handler`` on loopback; ``connections`` gets a 1 per connection accepted."""
+
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if connections is not None:
+            connections.append(1)
         try:
             while not reader.at_eof():
                 await handler(await _read_request(reader), writer)
@@ -73,7 +79,7 @@ def client(base_url: str, timeout: float = 5.0) -> HttpClient:
         error_mapper=map_error,
         headers={"Authorization": "Bearer sk-test"},
         timeout_seconds=timeout,
-        transport=AiohttpTransport(),
+        transport=NetworkTransport(),
     )
 
 
@@ -313,7 +319,7 @@ def _get(url: str, *, restricted: bool) -> Response:
             base_url=url,
             backend_name="local",
             error_mapper=lambda response, backend: BackendError("HTTP error", backend=backend),
-            transport=AiohttpTransport(restricted=restricted),
+            transport=NetworkTransport(restricted=restricted),
         )
         http.max_retries = 0
         try:
@@ -410,3 +416,90 @@ def test_a_closed_port_and_a_port_that_is_not_http_read_the_same() -> None:
     assert closed_error.message == open_error.message
     assert closed_error.details == open_error.details
     assert closed_error.message == "Backend 'local' could not be reached (the connection failed)."
+
+
+def _ask_in_turn(handler: Handler, n: int, *, pause: float = 0.0) -> tuple[list[Any], int]:
+    """``n`` requests one after the other through one client: the answers (or errors)
+    and the connections the server accepted."""
+    connections: list[int] = []
+
+    async def run() -> list[Any]:
+        answers: list[Any] = []
+        async with server(handler, connections) as url:
+            http = client(url, timeout=1.0)
+            http.max_retries = 0
+            try:
+                for i in range(n):
+                    try:
+                        answers.append(await http.request("POST", "/p", json={"i": i}))
+                    except BackendError as err:
+                        answers.append(err)
+                    await asyncio.sleep(pause)
+            finally:
+                await http.aclose()
+        return answers
+
+    return asyncio.run(run()), len(connections)
+
+
+async def _echo(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+    writer.write(_response(200, request["body"], {"Content-Type": "application/json"}))
+
+
+def test_requests_in_turn_share_one_kept_alive_connection() -> None:
+    answers, connections = _ask_in_turn(_echo, 5)
+
+    assert [a.json() for a in answers] == [{"i": i} for i in range(5)]
+    assert connections == 1
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_unseen() -> None:
+    """A server that closes every connection after its answer (as one whose keep-alive
+    timeout passed would) costs a new connection per request, never an error."""
+
+    async def once(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        await _echo(request, writer)
+        await writer.drain()
+        writer.close()
+
+    answers, connections = _ask_in_turn(once, 3, pause=0.05)
+
+    assert [a.json() for a in answers] == [{"i": i} for i in range(3)]
+    assert connections == 3
+
+
+def test_an_answer_sent_in_chunks_or_until_the_connection_closes_is_read_whole() -> None:
+    async def chunked(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        body = request["body"]
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for part in (body[:3], body[3:]):
+            writer.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        writer.write(b"0\r\n\r\n")
+
+    async def until_close(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + request["body"])
+        await writer.drain()
+        writer.close()
+
+    chunked_answers, _ = _ask_in_turn(chunked, 2)
+    closed_answers, connections = _ask_in_turn(until_close, 2)
+
+    assert [a.json() for a in chunked_answers] == [{"i": 0}, {"i": 1}]
+    assert [a.json() for a in closed_answers] == [{"i": 0}, {"i": 1}]
+    assert connections == 2
+
+
+def test_an_answer_that_came_too_late_is_not_taken_for_the_next_one() -> None:
+    """The first request times out; its answer arrives afterwards on that connection.
+    The second request must get its own answer, on another connection."""
+
+    async def late_first(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        if json.loads(request["body"])["i"] == 0:
+            await asyncio.sleep(1.5)
+        await _echo(request, writer)
+
+    answers, connections = _ask_in_turn(late_first, 2)
+
+    assert isinstance(answers[0], BackendTimeoutError)
+    assert answers[1].json() == {"i": 1}
+    assert connections == 2
