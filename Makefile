@@ -21,7 +21,7 @@ help:
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make format apply ruff's fixes and formatting"
 	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
-	@echo "make load   60 s of sustained load through uvicorn (a worker per core) against an instant stand-in: q/s, p50/p99, CPU per question, memory growth (LOAD_SECONDS)"
+	@echo "make load   60 s of sustained load through uvicorn (a worker per core) against an instant stand-in: q/s, p50/p99, CPU per question, memory growth, a 500-question burst (LOAD_SECONDS; BEFORE=DIR: another checkout beside it)"
 	@echo "make bench  routing decision, rate-limit check, decision spool, REST overhead, concurrency, MCP and analytics benchmarks (prints figures)"
 	@echo "make peers  install, start and seed real Flowise + Langflow on loopback; register them as backends"
 	@echo "make peers-stop  stop the servers started by make peers"
@@ -95,9 +95,10 @@ bench: $(VENV)/.dev-installed
 LOAD_SECONDS ?= 60
 
 # bench/load.py says what it measures; it fails on any failed request or a decision lost.
+# BEFORE=DIR measures another checkout (a git worktree of an earlier commit) in the same run.
 load: $(VENV)/.dev-installed
 	$(PY) scripts/ensure_services.py
-	$(PY) bench/load.py --seconds $(LOAD_SECONDS)
+	$(PY) bench/load.py --seconds $(LOAD_SECONDS) $(if $(BEFORE),--before $(BEFORE))
 
 # Re-pin: resolve the top-level requirements in a scratch venv and freeze them.
 lock:

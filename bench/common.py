@@ -66,10 +66,12 @@ def wait_for(url: str, timeout: float = 60.0) -> None:
     raise RuntimeError(f"{url} did not come up in {timeout:.0f} s")
 
 
-def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def start(
+    args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(  # noqa: S603 - our own interpreter and modules
         [sys.executable, *args],
-        cwd=ROOT,
+        cwd=cwd,
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -88,12 +90,18 @@ def peak_rss_mb(pid: int) -> float:
     return total_kb / 1024
 
 
-def manage(env: dict[str, str], *args: str, stdin: str | None = None, inherit: bool = True) -> str:
-    """``manage.py ARGS`` with ``env`` over this process's environment (or, with
-    ``inherit`` off, ``env`` alone); its stdout."""
+def manage(
+    env: dict[str, str],
+    *args: str,
+    stdin: str | None = None,
+    inherit: bool = True,
+    cwd: Path = ROOT,
+) -> str:
+    """``manage.py ARGS`` of the checkout ``cwd`` with ``env`` over this process's
+    environment (or, with ``inherit`` off, ``env`` alone); its stdout."""
     result = subprocess.run(  # noqa: S603
         [sys.executable, "manage.py", *args],
-        cwd=ROOT,
+        cwd=cwd,
         env={**os.environ, **env} if inherit else env,
         input=stdin,
         capture_output=True,

@@ -1,9 +1,9 @@
 """Sustained load through a real Flywheel server, measured against the direct call.
 
 Flywheel runs as in production: uvicorn with one worker per core (--workers),
-PostgreSQL, Redis, the decision writer on. Its only backend is bench/standin.py,
-a Flowise stand-in that answers at once, so what is measured is Flywheel's own
-cost. One generator process (bench/loadgen.py, a lean keep-alive HTTP/1.1
+PostgreSQL, Redis, the decision writer on. Its backend for the rounds is
+bench/standin.py, a Flowise stand-in that answers at once, so what is measured
+is Flywheel's own cost. One generator process (bench/loadgen.py, a lean keep-alive HTTP/1.1
 client) keeps a fixed number of requests in flight (--concurrency, 32): each
 of that many connections sends its next question as soon as the last is
 answered. The same questions, in the same order, go either
@@ -20,6 +20,12 @@ Two ways to run it, both after a warm-up of --warmup seconds of each:
 Sustained: a short direct round, one Flywheel phase of --seconds (with a
 progress line every --report-every seconds), another direct round.
 Alternating: --rounds pairs of a direct and a Flywheel round.
+
+Before and after in one run: ``--before DIR`` serves a second Flywheel from
+another checkout (``git worktree add /tmp/before <commit>``), on its own
+database, cache prefix and var directory, beside this one and against the
+same stand-in; its rounds ("before") come between the direct ones and this
+checkout's, and the summary gives the ratio of their CPU per question.
 
 Each round prints answered requests per second (HTTP 200), p50/p99 latency,
 the errors (any non-200 or failed request; any makes the exit status 1), the
@@ -42,14 +48,22 @@ at the start and the end: the figures only mean something on a quiet machine.
 The summary gives Flywheel's rate and its ratio to the direct call, both
 latencies and their difference, the CPU per routed question (web + pg + pg-bg
 + redis) and the memory growth, and whether the targets are met (at least
-1,000 answered questions a second; memory growth under 10 %): a miss is
-printed, not an error. Last, once the decision writers have drained, the
+1,000 answered questions a second; at most 0.8 ms of CPU per routed question;
+memory growth under 10 %): a miss is printed, not an error. Last, once the decision writers have drained, the
 number of stored decisions must equal the number of questions Flywheel
-answered (warm-up included), or the exit status is 1.
+answered (warm-up and bursts included), or the exit status is 1.
+
+Burst (--burst, 500; 0 skips it): that many questions at once, each on a
+connection opened beforehand, to a second stand-in that answers after 1 s:
+directly, then through each Flywheel (naming its backend "slow"), twice each
+(the first also opens Flywheel's connections to the stand-in). It prints the
+wall times, the second burst's ratio to the direct one, and whether Flywheel
+answered them all within 1.3 s.
 
 Needs PostgreSQL and Redis (scripts/ensure_services.py); uses its own
-database (flywheel_bench_load_<checkout>, recreated on each run), Redis DBs 7
-and 8 under its own key prefix, and var/bench-load.
+database (flywheel_bench_load_<checkout>, recreated on each run; with
+--before, also ..._before), Redis DBs 7 and 8 under its own key prefix, and
+var/bench-load (var/bench-load-before).
 """
 
 from __future__ import annotations
@@ -104,6 +118,9 @@ ENV = {
 }
 TARGET_RATE = 1000.0  # answered questions per second
 TARGET_GROWTH = 10.0  # % of resident memory, after the warm-up to the end
+TARGET_CPU_MS = 0.8  # CPU per routed question (web + pg + pg-bg + redis)
+BURST_DELAY = 1.0  # seconds the burst's stand-in takes to answer
+BURST_TARGET = 1.3  # seconds for the whole burst
 STUCK_SECONDS = 30.0  # a request unanswered this long after a round's end is an error
 GROUPS = ("web", "pg", "pg-bg", "redis", "stand-in", "gen")
 ROUTED = ("web", "pg", "pg-bg", "redis")  # what a routed question costs Flywheel's side
@@ -356,23 +373,58 @@ def progress(web: Callable[[], list[int]]) -> Callable[[Load], None]:
 
 
 @dataclass
+class Server:
+    """One Flywheel under measurement, served from the checkout ``checkout``.
+
+    ``label`` names its rounds: "Flywheel" for this checkout, "before" for the
+    one given with --before (an earlier commit, as a git worktree), which gets a
+    database, cache prefix and var directory of its own.
+    """
+
+    label: str
+    checkout: Path
+    env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = None
+    port: int = 0
+    key: str = ""
+    pg: Postgres | None = None
+
+    @property
+    def database(self) -> str:
+        return self.env["DATABASE_URL"]
+
+    def web(self) -> list[int]:
+        return process_tree(self.process.pid) if self.process else []
+
+
+@dataclass
 class Stack:
-    server: subprocess.Popen[bytes]
+    servers: list[Server]  # "before" first, when there is one; "Flywheel" last
     standin: subprocess.Popen[bytes]
-    port: int
     standin_port: int
-    key: str
+    slow: subprocess.Popen[bytes]
+    slow_port: int
 
 
-def prepare_database(standin_port: int) -> str:
-    """A fresh bench database, migrated, with bench/rest.py's setup; the bench key."""
-    recreate_database(PG)
-    shutil.rmtree(VAR, ignore_errors=True)  # no spool from an earlier run to replay
-    manage(ENV, "migrate", "--noinput", "-v", "0")
-    # rest.py's setup; both of its backends are the one instant stand-in here,
-    # and every question names "instant".
-    setup = SETUP.format(instant=standin_port, slow=standin_port, limit=BENCH_KEY_LIMIT)
-    return manage(ENV, "shell", stdin=setup).splitlines()[-2]
+def before_env() -> dict[str, str]:
+    """The --before checkout's own database, cache prefix and var directory."""
+    return {
+        **ENV,
+        "DATABASE_URL": f"{PG}_before",
+        "FLYWHEEL_CACHE_PREFIX": f"{ENV['FLYWHEEL_CACHE_PREFIX']}_before",
+        "FLYWHEEL_VAR_DIR": f"{VAR}-before",
+    }
+
+
+def prepare_database(server: Server, standin_port: int, slow_port: int) -> str:
+    """A fresh database for ``server``, migrated, with bench/rest.py's setup; the bench key."""
+    recreate_database(server.database)
+    shutil.rmtree(server.env["FLYWHEEL_VAR_DIR"], ignore_errors=True)  # no spool to replay
+    manage(server.env, "migrate", "--noinput", "-v", "0", cwd=server.checkout)
+    # rest.py's setup: "instant" answers at once (every round's question names it),
+    # "slow" after a second (the burst's).
+    setup = SETUP.format(instant=standin_port, slow=slow_port, limit=BENCH_KEY_LIMIT)
+    return manage(server.env, "shell", stdin=setup, cwd=server.checkout).splitlines()[-2]
 
 
 def spawned_workers(pid: int) -> int:
@@ -396,22 +448,34 @@ def wait_for_workers(pid: int, workers: int, timeout: float = 60.0) -> None:
 
 
 @contextmanager
-def flywheel(workers: int) -> Iterator[Stack]:
-    """The stand-in and uvicorn serving Flywheel with ``workers`` workers."""
-    standin_port, port = free_port(), free_port()
-    key = prepare_database(standin_port)
+def flywheel(workers: int, before: Path | None) -> Iterator[Stack]:
+    """The stand-ins and uvicorn serving Flywheel (and the --before checkout's)."""
+    standin_port, slow_port = free_port(), free_port()
+    servers = [Server("Flywheel", ROOT, ENV)]
+    if before is not None:
+        servers.insert(0, Server("before", before.resolve(), before_env()))
+    for server in servers:
+        server.key = prepare_database(server, standin_port, slow_port)
     standin = start(["bench/standin.py", str(standin_port), "0"])
-    server: subprocess.Popen[bytes] | None = None
+    slow = start(["bench/standin.py", str(slow_port), str(BURST_DELAY)])
     try:
         wait_for(f"http://127.0.0.1:{standin_port}/api/v1/ping")
-        server = serve(port, workers, env=ENV)
-        wait_for(f"http://127.0.0.1:{port}/healthz")
-        wait_for_workers(server.pid, workers)
-        yield Stack(server, standin, port, standin_port, key)
+        wait_for(f"http://127.0.0.1:{slow_port}/api/v1/ping")
+        for server in servers:
+            server.port = free_port()
+            server.process = serve(server.port, workers, env=server.env, cwd=server.checkout)
+            wait_for(f"http://127.0.0.1:{server.port}/healthz")
+            wait_for_workers(server.process.pid, workers)
+            server.pg = Postgres(server.database)
+        yield Stack(servers, standin, standin_port, slow, slow_port)
     finally:
-        for process in (server, standin):
-            if process is not None:
-                stop(process)
+        for server in servers:
+            if server.pg is not None:
+                server.pg.close()
+            if server.process is not None:
+                stop(server.process)
+        for process in (standin, slow):
+            stop(process)
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
@@ -442,6 +506,14 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--report-every", type=float, default=10, help="sustained: progress")
     parser.add_argument("--drain-seconds", type=float, default=30, help="for the decisions")
+    parser.add_argument(
+        "--burst", type=int, default=500, help="questions at once to a 1 s stand-in (0: none)"
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout (say, a git worktree of an earlier commit) to measure too",
+    )
     return parser.parse_args()
 
 
@@ -464,26 +536,97 @@ def combined(rounds: list[Round], target: str) -> Round:
     return Round(target, load, cpu)
 
 
-def print_summary(
-    rounds: list[Round], rss_start: float, rss_end: float, workers: int, concurrency: int
-) -> None:
-    fw, direct = combined(rounds, "Flywheel"), combined(rounds, "direct")
-    ratio = fw.rate / direct.rate if direct.rate else float("nan")
-    growth = 100 * (rss_end - rss_start) / rss_start if rss_start else float("nan")
-    print(f"Summary ({workers} uvicorn worker(s), {concurrency} requests in flight):")
-    print(f"  Flywheel: {fw.rate:.0f} answered/s; direct: {direct.rate:.0f}/s; ratio {ratio:.2f}")
-    for pct in (50, 99):
-        a, b = p(fw.load.latencies_ms, pct), p(direct.load.latencies_ms, pct)
-        print(f"  p{pct}: Flywheel {a:.2f} ms, direct {b:.2f} ms, difference {a - b:+.2f} ms")
-    parts = {g: fw.per_request(g) for g in ROUTED}
+def routed_cpu(result: Round) -> tuple[float, str]:
+    """CPU per routed question (web + pg + pg-bg + redis), and its parts as text."""
+    parts = {g: result.per_request(g) for g in ROUTED}
     total = sum(v for v in parts.values() if v is not None)
-    shown = " + ".join(f"{g} {cell(v)}" for g, v in parts.items())
-    print(f"  CPU per routed question: {total:.3f} ms ({shown})")
+    return total, " + ".join(f"{g} {cell(v)}" for g, v in parts.items())
+
+
+def print_summary(
+    rounds: list[Round], labels: list[str], rss: tuple[float, float], args: argparse.Namespace
+) -> None:
+    direct = combined(rounds, "direct")
+    print(f"Summary ({args.workers} uvicorn worker(s), {args.concurrency} requests in flight):")
+    cpu: dict[str, float] = {}
+    for label in labels:
+        fw = combined(rounds, label)
+        ratio = fw.rate / direct.rate if direct.rate else float("nan")
+        print(
+            f"  {label}: {fw.rate:.0f} answered/s; direct: {direct.rate:.0f}/s; ratio {ratio:.2f}"
+        )
+        for pct in (50, 99):
+            a, b = p(fw.load.latencies_ms, pct), p(direct.load.latencies_ms, pct)
+            print(f"    p{pct}: {label} {a:.2f} ms, direct {b:.2f} ms, difference {a - b:+.2f} ms")
+        cpu[label], shown = routed_cpu(fw)
+        print(f"    CPU per routed question: {cpu[label]:.3f} ms ({shown})")
+    if cpu.get("before"):
+        print(
+            f"  CPU per routed question, Flywheel / before: {cpu['Flywheel'] / cpu['before']:.2f}"
+        )
+    rss_start, rss_end = rss
+    growth = 100 * (rss_end - rss_start) / rss_start if rss_start else float("nan")
     print(f"  Flywheel RSS: {rss_start:.0f} MB after warm-up, {rss_end:.0f} MB at the end", end="")
     print(f" ({growth:+.1f} %)")
+    fw = combined(rounds, "Flywheel")
     met = {True: "met", False: "NOT met"}
     print(f"  target >= {TARGET_RATE:,.0f} answered/s: {met[fw.rate >= TARGET_RATE]}")
+    print(f"  target CPU per routed question <= {TARGET_CPU_MS} ms: ", end="")
+    print(met[cpu["Flywheel"] <= TARGET_CPU_MS])
     print(f"  target memory growth < {TARGET_GROWTH:.0f} %: {met[growth < TARGET_GROWTH]}")
+
+
+# --- The burst ---------------------------------------------------------------------
+
+
+async def burst(
+    port: int, path: str, payload: dict[str, str], headers: dict[str, str], n: int
+) -> tuple[float, int]:
+    """``n`` questions sent at once, each on a connection opened beforehand: the wall
+    time until the last answer, and how many were answered with 200."""
+    connections = [await HttpConnection.open("127.0.0.1", port) for _ in range(n)]
+    try:
+        started = time.perf_counter()
+        results = await asyncio.gather(
+            *(c.post(path, payload, headers) for c in connections), return_exceptions=True
+        )
+        wall = time.perf_counter() - started
+    finally:
+        for connection in connections:
+            connection.close()
+    return wall, sum(isinstance(r, tuple) and r[0] == 200 for r in results)
+
+
+def run_bursts(stack: Stack, n: int) -> list[str]:
+    """Two bursts to each target (the first also opens Flywheel's connections to the
+    stand-in; the second finds them pooled, as a running server would); the errors."""
+    print(f"Burst: {n} questions at once to a stand-in that answers after {BURST_DELAY:g} s")
+    targets: list[tuple[str, int, str, dict[str, str], dict[str, str]]] = [
+        ("direct", stack.slow_port, "/api/v1/prediction/x", {}, {"question": "q"})
+    ]
+    targets += [
+        (s.label, s.port, "/api/v1/query", {"Authorization": f"Bearer {s.key}"}, ask("q", "slow"))
+        for s in stack.servers
+    ]
+    errors: list[str] = []
+    second: dict[str, float] = {}
+    for label, port, path, headers, payload in targets:
+        walls = []
+        for _ in range(2):
+            wall, ok = asyncio.run(burst(port, path, payload, headers, n))
+            walls.append(wall)
+            if ok != n:
+                errors.append(f"{label}: {n - ok} of {n} not answered with 200")
+        second[label] = walls[1]
+        ratio = f"; x{walls[1] / second['direct']:.2f} direct" if label != "direct" else ""
+        print(f"  {label:<9} first {walls[0]:.2f} s, second {walls[1]:.2f} s{ratio}")
+    met = {True: "met", False: "NOT met"}
+    fw = second["Flywheel"]
+    within = fw <= BURST_TARGET and not errors
+    print(f"  target: all answered within {BURST_TARGET:g} s: {met[within]}")
+    for error in errors:
+        print(f"  FAILED: {error}")
+    return errors
 
 
 def decisions_stored(pg: Postgres, expected: int, wait: float) -> int:
@@ -494,75 +637,89 @@ def decisions_stored(pg: Postgres, expected: int, wait: float) -> int:
     return count
 
 
-def plan(args: argparse.Namespace) -> list[tuple[str, float]]:
+def plan(args: argparse.Namespace, labels: list[str]) -> list[tuple[str, float]]:
     """The measured rounds in order: (target, seconds)."""
     if args.rounds:
-        return [(t, args.round_seconds) for _ in range(args.rounds) for t in ("direct", "Flywheel")]
-    return [
-        ("direct", args.direct_seconds),
-        ("Flywheel", args.seconds),
-        ("direct", args.direct_seconds),
-    ]
+        return [(t, args.round_seconds) for _ in range(args.rounds) for t in ("direct", *labels)]
+    sustained = [(label, args.seconds) for label in labels]
+    return [("direct", args.direct_seconds), *sustained, ("direct", args.direct_seconds)]
 
 
-def run(args: argparse.Namespace, stack: Stack, pg: Postgres) -> int:
+def run(args: argparse.Namespace, stack: Stack) -> int:
     """Warm up, run the rounds, print them and the summary; the exit status."""
     pool = questions(exclude=frozenset({"summarize", "conversation-query"}))
+    servers = {s.label: s for s in stack.servers}
+    labels = list(servers)
     targets = {
         "direct": Target(
             "direct", stack.standin_port, "/api/v1/prediction/x", lambda q: {"question": q}
         ),
-        "Flywheel": Target(
-            "Flywheel",
-            stack.port,
-            "/api/v1/query",
-            lambda q: ask(q, "instant"),
-            {"Authorization": f"Bearer {stack.key}"},
-        ),
+        **{
+            s.label: Target(
+                s.label,
+                s.port,
+                "/api/v1/query",
+                lambda q: ask(q, "instant"),
+                {"Authorization": f"Bearer {s.key}"},
+            )
+            for s in stack.servers
+        },
     }
     redis = redis_pid(REDIS)
 
-    def web() -> list[int]:
-        return process_tree(stack.server.pid)
+    def meter(server: Server) -> Meter:
+        pg = server.pg
+        if pg is None:
+            raise RuntimeError(f"{server.label} has no database monitor")
+        return Meter(
+            {
+                "web": server.web,
+                "pg": pg.backends,
+                "pg-bg": pg.background,
+                "redis": lambda: [redis] if redis else [],
+                "stand-in": lambda: process_tree(stack.standin.pid),
+                "gen": lambda: [os.getpid()],
+            }
+        )
 
-    meter = Meter(
-        {
-            "web": web,
-            "pg": pg.backends,
-            "pg-bg": pg.background,
-            "redis": lambda: [redis] if redis else [],
-            "stand-in": lambda: process_tree(stack.standin.pid),
-            "gen": lambda: [os.getpid()],
-        }
-    )
-    print(f"Flywheel: {args.workers} uvicorn worker(s), processes {web()}; redis pid {redis}")
-    print(f"  pg: backends of {PG.rsplit('/', 1)[1]}; pg-bg: the cluster's background processes")
+    meters = {label: meter(server) for label, server in servers.items()}
+    meters["direct"] = meters["Flywheel"]
+    flywheel = servers["Flywheel"]
+    for server in stack.servers:
+        print(
+            f"{server.label}: {args.workers} uvicorn worker(s), from {server.checkout.name}/, ",
+            end="",
+        )
+        print(f"processes {server.web()}; database {server.database.rsplit('/', 1)[1]}")
+    print(f"  redis pid {redis}; pg-bg: the cluster's background processes")
     print(f"Warm-up: {args.warmup:.0f} s of each")
-    warmups = [measure(targets[t], pool, args, meter, args.warmup) for t in ("Flywheel", "direct")]
-    web_pids, rss_start = sorted(web()), rss_mb(web())
+    warmups = [measure(targets[t], pool, args, meters[t], args.warmup) for t in (*labels, "direct")]
+    web_pids, rss_start = sorted(flywheel.web()), rss_mb(flywheel.web())
     print(f"  Flywheel RSS after warm-up: {rss_start:.0f} MB")
 
     print_header()
     rounds: list[Round] = []
     last_direct: Round | None = None
-    for index, (name, seconds) in enumerate(plan(args), 1):
-        sustained = name == "Flywheel" and not args.rounds
+    for index, (name, seconds) in enumerate(plan(args, labels), 1):
+        sustained = name != "direct" and not args.rounds
         if sustained:
-            print(f"  Flywheel, {seconds:.0f} s sustained; every {args.report_every:.0f} s:")
-        tick = progress(web) if sustained else None
-        result = measure(targets[name], pool, args, meter, seconds, tick)
-        print_round(f"{index} {name}", result, last_direct if name == "Flywheel" else None)
+            print(f"  {name}, {seconds:.0f} s sustained; every {args.report_every:.0f} s:")
+        tick = progress(servers[name].web) if sustained else None
+        result = measure(targets[name], pool, args, meters[name], seconds, tick)
+        print_round(f"{index} {name}", result, last_direct if name != "direct" else None)
         last_direct = result if name == "direct" else last_direct
         rounds.append(result)
-    rss_end = rss_mb(web())
-    print_summary(rounds, rss_start, rss_end, args.workers, args.concurrency)
-    return verdict(args, rounds + warmups, pg, web_pids, sorted(web()))
+    rss_end = rss_mb(flywheel.web())
+    print_summary(rounds, labels, (rss_start, rss_end), args)
+    failed = run_bursts(stack, args.burst) if args.burst else []
+    status = verdict(args, stack, rounds + warmups, web_pids, sorted(flywheel.web()))
+    return 1 if failed else status
 
 
 def verdict(
     args: argparse.Namespace,
+    stack: Stack,
     everything: list[Round],
-    pg: Postgres,
     web_pids: list[int],
     web_pids_end: list[int],
 ) -> int:
@@ -575,25 +732,27 @@ def verdict(
     if web_pids != web_pids_end:
         print(f"  FAILED: Flywheel's processes changed: {web_pids} -> {web_pids_end}")
         failed = True
-    answered = sum(r.answered for r in everything if r.target == "Flywheel")
-    stored = decisions_stored(pg, answered, args.drain_seconds)
-    print(f"  decisions stored: {stored}; questions Flywheel answered: {answered}", end="")
-    print(" (warm-up included)")
-    if stored != answered:
-        print("  FAILED: the stored decisions do not match the answered questions")
-        failed = True
+    bursts = 2 * args.burst  # two bursts to each server, every question answered
+    for server in stack.servers:
+        if server.pg is None:
+            continue
+        answered = sum(r.answered for r in everything if r.target == server.label) + bursts
+        stored = decisions_stored(server.pg, answered, args.drain_seconds)
+        print(
+            f"  {server.label}: decisions stored: {stored}; questions answered: {answered}", end=""
+        )
+        print(" (warm-up and bursts included)")
+        if stored != answered:
+            print("  FAILED: the stored decisions do not match the answered questions")
+            failed = True
     return 1 if failed else 0
 
 
 def main() -> int:
     args = parse()
     print(f"Load average at start: {loadavg()} (1, 5, 15 min; {os.cpu_count()} cores)")
-    with flywheel(args.workers) as stack:
-        pg = Postgres(PG)
-        try:
-            status = run(args, stack, pg)
-        finally:
-            pg.close()
+    with flywheel(args.workers, args.before) as stack:
+        status = run(args, stack)
     print(f"Load average at end: {loadavg()}")
     return status
 

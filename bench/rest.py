@@ -197,7 +197,10 @@ async def concurrency(port: int, key: str, pid: int, label: str, n: int = 500) -
     print(f"  Flywheel peak memory (VmHWM, all processes): {peak_rss_mb(pid):.0f} MB")
 
 
-def serve(port: int, workers: int, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def serve(
+    port: int, workers: int, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """uvicorn serving the Flywheel of the checkout ``cwd``."""
     return start(
         [
             "-m",
@@ -215,6 +218,7 @@ def serve(port: int, workers: int, env: dict[str, str] | None = None) -> subproc
             "2048",
         ],
         env={**ENV, **(env or {})},
+        cwd=cwd,
     )
 
 
