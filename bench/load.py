@@ -49,9 +49,10 @@ The summary gives Flywheel's rate and its ratio to the direct call, both
 latencies and their difference, the CPU per routed question (web + pg + pg-bg
 + redis) and the memory growth, and whether the targets are met (at least
 1,000 answered questions a second; at most 0.8 ms of CPU per routed question;
-memory growth under 10 %): a miss is printed, not an error. Last, once the decision writers have drained, the
-number of stored decisions must equal the number of questions Flywheel
-answered (warm-up and bursts included), or the exit status is 1.
+memory growth under 10 %): a miss is printed, not an error. Last, once the
+decision writers have drained, the number of stored decisions must equal the
+number of questions Flywheel answered (warm-up and bursts included), or the
+exit status is 1.
 
 Burst (--burst, 500; 0 skips it): that many questions at once, each on a
 connection opened beforehand, to a second stand-in that answers after 1 s:

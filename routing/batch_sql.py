@@ -13,7 +13,11 @@ databases (SQLite, for ``make run``) keep using; tests run both on PostgreSQL.
 A backend or flow deleted while its query was in flight is treated as its
 foreign keys' delete rules would have treated the rows had they been
 written first: references to it become NULL, and its performance records
-(which cascade) are not written.
+(which cascade) are not written. Those references have no constraint in the
+database (routing.models, RECORD_REFERENCE): the backends and flows a batch
+refers to are locked against deletion first (FOR KEY SHARE, one statement
+each), which is what a constraint's check did, in a trigger per reference and
+row that cost as much as the inserts themselves.
 A decision whose request id is stored already (a spooled decision replayed
 after its process was killed between the commit and the spool's cleanup) is
 skipped with its records and turn: replaying is idempotent.
@@ -166,6 +170,13 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
     }
 
 
+_LOCK = "SELECT id FROM {table} WHERE id = ANY(%s) FOR KEY SHARE"
+
+
+def _ids(values: set[int | None]) -> list[int]:
+    return sorted(v for v in values if v is not None)
+
+
 def bound_cursor() -> CursorWrapper:
     """A cursor of the current connection that sends its parameters apart from the
     SQL (psycopg's own cursor; Django's quotes them into the text, in Python).
@@ -191,7 +202,12 @@ def decisions_insert(batch: Sequence[DecisionData]) -> None:
     document = dumps(rows, default=str)
     if any(escape in document for escape in _UNSTORABLE_ESCAPES):  # rare: clean, then again
         document = dumps(storable(rows), default=str)
+    backends = {d.backend_id for d in batch} | {a.backend_id for d in batch for a in d.attempts}
+    flows = {d.flow_id for d in batch} | {a.flow_id for d in batch for a in d.attempts}
     with bound_cursor() as cursor:
+        # What a deletion of these must wait for; _live() then finds the ones still there.
+        cursor.execute(_LOCK.format(table=Backend._meta.db_table), [_ids(backends)])
+        cursor.execute(_LOCK.format(table=Flow._meta.db_table), [_ids(flows)])
         cursor.execute(_statement(), [document.decode()])
 
 

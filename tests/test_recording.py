@@ -245,6 +245,46 @@ def test_postgresql_and_the_orm_store_the_same_rows(world: World) -> None:
     assert turns == ["Question 0", "Question 1", "Question 2"]
 
 
+def test_a_backend_a_batch_refers_to_cannot_be_deleted_until_the_batch_commits(
+    world: World,
+) -> None:
+    """The decision's references to backends and flows have no constraint in the
+    database (routing.models, RECORD_REFERENCE); the batch locks what it refers to
+    instead, as a constraint's check would, so a deletion waits for its commit and
+    then clears or deletes its rows, never leaving them pointing at nothing."""
+    import psycopg
+    from django.db import connection
+
+    from routing.batch_sql import decisions_insert
+
+    tenant = Tenant.objects.get(slug="default")
+    attempt = Attempt(world.fw.pk, "fw", world.fw_flow.pk, "flow", ok=True, latency_ms=5.0)
+    data = decision(
+        tenant, backend_id=world.fw.pk, flow_id=world.fw_flow.pk, attempts=(attempt,), answer="a"
+    )
+    settings = connection.settings_dict
+    other = psycopg.connect(
+        host=settings["HOST"],
+        port=settings["PORT"] or 5432,
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        dbname=settings["NAME"],
+        autocommit=True,
+    )
+    try:
+        other.execute("SET lock_timeout = '200ms'")
+        with transaction.atomic():
+            decisions_insert([data])
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute("DELETE FROM backends_backend WHERE id = %s", [world.fw.pk])
+    finally:
+        other.close()
+
+    stored = RoutingDecision.objects.get(request_id=data.request_id)
+    assert (stored.backend_id, stored.flow_id) == (world.fw.pk, world.fw_flow.pk)
+    assert stored.attempts.get().backend_id == world.fw.pk
+
+
 def test_a_batch_that_fails_half_way_writes_nothing(world: World) -> None:
     from django.db import IntegrityError
 
