@@ -137,6 +137,13 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await handler(scope, receive, send)
         return
     status = 0
+    view = api_with_fast_lane.view_for(scope) if is_api else None
+    if view is not None:  # the query path: its status is known without watching the sends
+        try:
+            status = await api_with_fast_lane.answer(view, scope, receive, send)
+        finally:
+            labelled(REQUESTS, "rest", str(status) if status else "none").inc()
+        return
 
     async def counted(message: Mapping[str, Any]) -> None:
         nonlocal status

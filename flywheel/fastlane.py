@@ -148,19 +148,28 @@ class FastLane:
         self.fallback = fallback
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        view = self.routes.get(scope["path"]) if scope["type"] == "http" else None
+        view = self.view_for(scope)
         if view is None:
             await self.fallback(scope, receive, send)
             return
+        await self.answer(view, scope, receive, send)
+
+    def view_for(self, scope: dict[str, Any]) -> View | None:
+        """The view of a fast-lane request; None for any other."""
+        return self.routes.get(scope["path"]) if scope["type"] == "http" else None
+
+    async def answer(self, view: View, scope: dict[str, Any], receive: Any, send: Any) -> int:
+        """Serve one request with ``view``; the status sent (0: none, the client left)."""
         try:
             body = await read_body(receive)
             request = request_of(scope, body)
             response = host_refusal(request) or await view(request)
         except RequestAborted:
-            return  # the client left before sending its question
+            return 0  # the client left before sending its question
         except SuspiciousOperation as err:  # e.g. a body over DATA_UPLOAD_MAX_MEMORY_SIZE
             response = JsonResponse(error_body("BadRequest", str(err)), status=400)
         except Exception:
             logger.exception("Unhandled error on %s", scope["path"])
             response = JsonResponse(internal_error_body(), status=500)
         await send_response(response, send, self.fallback)
+        return response.status_code
