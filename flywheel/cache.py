@@ -93,6 +93,22 @@ class DegradingCache:
     def set_many(self, values: dict[str, Any], timeout: Any = None) -> None:
         self._write(lambda: self.inner.set_many(values, timeout), values)
 
+    async def set_many_async(self, values: dict[str, Any], timeout: Any = None) -> None:
+        """set_many from an event loop: on the loop itself where the cache can
+        (flywheel.redis_cache), else on a worker thread. While the cache is down or
+        recovering, always the thread: recovery clears the missed keys first, blocking."""
+        on_loop = getattr(self.inner, "set_many_async", None)
+        if on_loop is None or self._down_until or self._stale or self._too_stale:
+            await asyncio.get_running_loop().run_in_executor(None, self.set_many, values, timeout)
+            return
+        try:
+            await on_loop(values, timeout)
+        except CACHE_FAILURES as err:
+            self._failed(err)
+            self._note_stale(values)
+        else:
+            self._answered()
+
     def delete(self, key: str) -> None:
         self._write(lambda: self.inner.delete(key), [key])
 
@@ -268,11 +284,11 @@ class _Group:
 
 
 class _GroupSetter:
-    """Cache writes of one event loop, sent together off the loop (see shared_cache_set).
+    """Cache writes of one event loop, sent together (see shared_cache_set).
 
     While one group is on its way to the cache, the writes that arrive queue
-    up and leave together as the next group: one round trip, on a worker
-    thread, however many coroutines are writing.
+    up and leave together as the next group: one round trip, however many
+    coroutines are writing.
     """
 
     def __init__(self) -> None:
@@ -299,9 +315,7 @@ class _GroupSetter:
             while self._next is not None:
                 group, self._next = self._next, None
                 try:
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, _set_groups, group.values
-                    )
+                    await _set_groups(group.values)
                 except Exception as err:
                     group.sent.set_exception(err)
                     group.sent.exception()  # retrieved: the waiters may all have gone
@@ -311,10 +325,10 @@ class _GroupSetter:
             self._flushing = None
 
 
-def _set_groups(groups: dict[int | None, dict[str, Any]]) -> None:
+async def _set_groups(groups: dict[int | None, dict[str, Any]]) -> None:
     cache = shared_cache()
     for timeout, values in groups.items():
-        cache.set_many(values, timeout)
+        await cache.set_many_async(values, timeout)
 
 
 _setters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _GroupSetter]
@@ -327,8 +341,9 @@ async def shared_cache_set(
     """Set ``key`` in the shared cache without holding up the event loop.
 
     Returns once the value is stored. Concurrent writes from the same loop
-    share one round trip (a pipeline, on a worker thread), so a burst of
-    queries costs a few round trips rather than one blocking call each.
+    share one round trip (a pipeline, sent from the loop itself where the cache
+    is Redis, else from a worker thread), so a burst of queries costs a few
+    round trips rather than one blocking call each.
     A caller that knows it is ``alone`` (nothing else in flight on its loop)
     writes at once, on the loop: measured here, a lone SET takes 0.10 ms
     that way against 0.26 ms through the thread. Raises what the cache raised.

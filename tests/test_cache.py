@@ -13,15 +13,16 @@ from flywheel.cache import shared_cache, shared_cache_set
 
 @pytest.fixture
 def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Every set_many the shared cache (Redis, in the test suite) receives, passed through."""
+    """Every group of writes the shared cache (Redis, in the test suite) receives from an
+    event loop, passed through."""
     seen: list[dict[str, Any]] = []
-    real = shared_cache().set_many
+    real = shared_cache().set_many_async
 
-    def set_many(values: dict[str, Any], timeout: int | None = None) -> None:
+    async def set_many_async(values: dict[str, Any], timeout: int | None = None) -> None:
         seen.append(dict(values))
-        real(values, timeout)
+        await real(values, timeout)
 
-    monkeypatch.setattr(shared_cache(), "set_many", set_many)
+    monkeypatch.setattr(shared_cache(), "set_many_async", set_many_async)
     return seen
 
 
@@ -62,7 +63,7 @@ def test_a_failing_cache_reaches_every_writer_and_the_next_write_goes_through(
 ) -> None:
     real = cache_module._set_groups
 
-    def down(groups: Any) -> None:
+    async def down(groups: Any) -> None:
         raise ConnectionError("cache down")
 
     async def burst() -> list[BaseException | None]:
