@@ -76,12 +76,16 @@ class _Connection(asyncio.Protocol):
         self._headers_done = False
         self._keep_alive = False
         self._status = 0
+        self._timer: asyncio.TimerHandle | None = None
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self._answer is None:  # nothing asked (a 408 on an idle connection, say)
+            self.close()
+            return
         self._received += len(data)
         self._last_read = time.monotonic()
         try:
@@ -140,11 +144,13 @@ class _Connection(asyncio.Protocol):
         self._headers_done = self._keep_alive = False
         self._last_read = time.monotonic()
         self.transport.write(head + body if body else head)
-        timer = loop.call_later(timeout, self._check_idle, timeout)
+        self._timer = loop.call_later(timeout, self._check_idle, timeout)
         try:
             await answer
         finally:
-            timer.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = None
             self._answer = None
         if not self._keep_alive:
             self.close()
@@ -160,7 +166,8 @@ class _Connection(asyncio.Protocol):
             self._fail(TransportTimeout(f"no answer within {timeout:g} s"))
             self.close()  # the rest of this answer must not be read as the next one's
         else:
-            asyncio.get_running_loop().call_later(timeout - quiet, self._check_idle, timeout)
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(timeout - quiet, self._check_idle, timeout)
 
 
 def _head(request: Request, host: str) -> bytes:

@@ -503,3 +503,36 @@ def test_an_answer_that_came_too_late_is_not_taken_for_the_next_one() -> None:
     assert isinstance(answers[0], BackendTimeoutError)
     assert answers[1].json() == {"i": 1}
     assert connections == 2
+
+
+def test_an_answer_that_keeps_coming_is_not_cut_by_the_timeout() -> None:
+    """The timeout bounds each wait for more of the answer, not the whole answer: one
+    that trickles in for longer than the timeout, a byte at a time, arrives whole."""
+
+    async def trickle(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        body = request["body"]
+        writer.write(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        for i in range(len(body)):
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            writer.write(body[i : i + 1])
+
+    answers, _ = _ask_in_turn(trickle, 1)  # 1 s timeout; 8 bytes, 0.2 s apart: 1.6 s
+
+    assert answers[0].json() == {"i": 0}
+
+
+def test_bytes_nobody_asked_for_retire_the_connection() -> None:
+    """A server that writes on an idle kept-alive connection (a 408 before closing it,
+    say): the next request goes on a new connection and gets its own answer."""
+
+    async def then_408(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        await _echo(request, writer)
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(_response(408, b""))
+
+    answers, connections = _ask_in_turn(then_408, 2, pause=0.2)
+
+    assert [a.json() for a in answers] == [{"i": 0}, {"i": 1}]
+    assert connections == 2
