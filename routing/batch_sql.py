@@ -15,8 +15,8 @@ foreign keys' delete rules would have treated the rows had they been
 written first: references to it become NULL, and its performance records
 (which cascade) are not written. Those references have no constraint in the
 database (routing.models, RECORD_REFERENCE): the backends and flows a batch
-refers to are locked against deletion first (FOR KEY SHARE, one statement
-each), which is what a constraint's check did, in a trigger per reference and
+refers to are locked against deletion first (FOR KEY SHARE, in one
+statement), which is what a constraint's check did, in a trigger per reference and
 row that cost as much as the inserts themselves.
 A decision whose request id is stored already (a spooled decision replayed
 after its process was killed between the commit and the spool's cleanup) is
@@ -170,7 +170,12 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
     }
 
 
-_LOCK = "SELECT id FROM {table} WHERE id = ANY(%s) FOR KEY SHARE"
+# The backends and flows a batch refers to, locked against deletion until it commits.
+_LOCK = """
+SELECT id FROM (SELECT id FROM {backend} WHERE id = ANY(%s) FOR KEY SHARE) AS b
+UNION ALL
+SELECT id FROM (SELECT id FROM {flow} WHERE id = ANY(%s) FOR KEY SHARE) AS f
+"""
 
 
 def _ids(values: set[int | None]) -> list[int]:
@@ -206,8 +211,8 @@ def decisions_insert(batch: Sequence[DecisionData]) -> None:
     flows = {d.flow_id for d in batch} | {a.flow_id for d in batch for a in d.attempts}
     with bound_cursor() as cursor:
         # What a deletion of these must wait for; _live() then finds the ones still there.
-        cursor.execute(_LOCK.format(table=Backend._meta.db_table), [_ids(backends)])
-        cursor.execute(_LOCK.format(table=Flow._meta.db_table), [_ids(flows)])
+        lock = _LOCK.format(backend=Backend._meta.db_table, flow=Flow._meta.db_table)
+        cursor.execute(lock, [_ids(backends), _ids(flows)])
         cursor.execute(_statement(), [document.decode()])
 
 

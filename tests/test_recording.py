@@ -276,6 +276,8 @@ def test_a_backend_a_batch_refers_to_cannot_be_deleted_until_the_batch_commits(
         with transaction.atomic():
             decisions_insert([data])
             with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute("DELETE FROM chatflows_flow WHERE id = %s", [world.fw_flow.pk])
+            with pytest.raises(psycopg.errors.LockNotAvailable):
                 other.execute("DELETE FROM backends_backend WHERE id = %s", [world.fw.pk])
     finally:
         other.close()
