@@ -457,7 +457,11 @@ class _Writer:
 
     Threads, not event-loop tasks: a write must survive whatever loop the
     query ran on (a command's loop ends with the command). A session always
-    goes to the same thread, so its writes land in order.
+    goes to the same thread, so its writes land in order. One thread
+    (THREADS) is enough since writes are batched, and its batches are twice
+    those of two: each batch costs a round trip or five in this process and
+    in PostgreSQL whatever its size, and with two threads per worker that
+    was a tenth of a routed question's CPU (bench/load.py, one run).
 
     Writes are grouped: a thread gathers what arrives within GATHER_SECONDS
     of its first job (up to BATCH jobs) and writes it in one transaction. A
@@ -475,7 +479,7 @@ class _Writer:
     refuses as data is set aside, not retried.
     """
 
-    THREADS = 2
+    THREADS = 1
     BATCH = 200
     GATHER_SECONDS = 0.1
     RETRY_FIRST_SECONDS = 0.2
