@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +31,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # The test database is created afresh: what an earlier, killed run left in the
     # decision spool belongs to a database that is gone, and must not be replayed.
     shutil.rmtree(settings.SPOOL_DIR, ignore_errors=True)
+    # Servers the tests start on the test database (uvicorn, runmcp) spool elsewhere:
+    # what one stopped mid-write leaves belongs to a test whose rows are gone, and this
+    # process's writer, replaying its own spool directory every 30 s, would write it
+    # into a later test, even while that test's database is being flushed (a deadlock
+    # seen once in CI). The variable is read at start-up, so only they see it.
+    servers_spool = Path(settings.SPOOL_DIR).with_name("spool-servers")
+    shutil.rmtree(servers_spool, ignore_errors=True)
+    os.environ["FLYWHEEL_SPOOL_DIR"] = str(servers_spool)
 
 
 @pytest.fixture
