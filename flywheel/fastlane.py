@@ -67,7 +67,13 @@ def host_refusal(request: HttpRequest) -> JsonResponse | None:
 
 # Host headers (with what else get_host reads) and Django's verdict on them; a few
 # clients send the same few values, so the check runs once per value, not per request.
-_HOST_HEADERS = ("HTTP_X_FORWARDED_HOST", "HTTP_HOST", "SERVER_NAME", "SERVER_PORT")
+_HOST_HEADERS = (
+    "HTTP_X_FORWARDED_HOST",
+    "HTTP_HOST",
+    "SERVER_NAME",
+    "SERVER_PORT",
+    "HTTP_X_FORWARDED_PORT",  # read instead of SERVER_PORT with USE_X_FORWARDED_PORT
+)
 _MAX_REMEMBERED_HOSTS = 256
 _verdicts: dict[tuple[str | None, ...], tuple[str, DisallowedHost | None]] = {}
 

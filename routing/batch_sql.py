@@ -186,7 +186,7 @@ def bound_cursor() -> CursorWrapper:
     """A cursor of the current connection that sends its parameters apart from the
     SQL (psycopg's own cursor; Django's quotes them into the text, in Python).
 
-    For the writer's two statements: a batch's document (tens of kilobytes) goes
+    For the writer's statements: a batch's document (tens of kilobytes) goes
     over as it is, and after a few runs on a pooled connection psycopg has
     PostgreSQL prepare the statement, so it is neither parsed nor planned again.
     Wrapped as connection.cursor() wraps its own: Django's errors, and the

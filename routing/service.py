@@ -632,7 +632,7 @@ def query_refused(request: HttpRequest, api_key: ApiKey, err: RateLimitError) ->
     except (ApplicationError, SuspiciousOperation):  # not a valid query, or a body too big
         question, method = "", "auto"
     data = DecisionData(
-        request_id=uuid.uuid4(),
+        request_id=ids.uuid4(),
         tenant_id=api_key.tenant_id,
         question=question,
         outcome="rejected",
