@@ -66,20 +66,21 @@ def _check_parameters(parameters: Any, errors: dict[str, str]) -> dict[str, Any]
     if not isinstance(parameters, dict):
         errors["parameters"] = "Must be an object."
         return {}
+    # Present means typed as the schema says: null is not taken for "absent".
     temperature = parameters.get("temperature")
-    if temperature is not None and (
+    if "temperature" in parameters and (
         isinstance(temperature, bool)
         or not isinstance(temperature, int | float)
         or not 0 <= temperature <= 2
     ):
         errors["parameters.temperature"] = "Must be a number from 0 to 2."
     max_tokens = parameters.get("max_tokens")
-    if max_tokens is not None and (
+    if "max_tokens" in parameters and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):
         errors["parameters.max_tokens"] = "Must be a positive integer."
     stream = parameters.get("stream")
-    if stream is not None and not isinstance(stream, bool):
+    if "stream" in parameters and not isinstance(stream, bool):
         errors["parameters.stream"] = "Must be true or false."
     if "tweaks" in parameters and not isinstance(parameters["tweaks"], dict):
         errors["parameters.tweaks"] = "Must be an object (Langflow's tweaks, per component)."

@@ -59,6 +59,10 @@ def test_a_question_is_answered_with_an_absolute_trace_url(
         ({"question": "q", "parameters": {"max_tokens": 2.5}}, "parameters.max_tokens"),
         ({"question": "q", "parameters": {"tweaks": "ChatInput-1"}}, "parameters.tweaks"),
         ({"question": "q", "parameters": {"tweaks": None}}, "parameters.tweaks"),
+        # The schema types them without null: null is refused, not taken for "absent".
+        ({"question": "q", "parameters": {"max_tokens": None}}, "parameters.max_tokens"),
+        ({"question": "q", "parameters": {"temperature": None}}, "parameters.temperature"),
+        ({"question": "q", "parameters": {"stream": None}}, "parameters.stream"),
     ],
 )
 @pytest.mark.parametrize("path", ["/api/v1/query", "/api/v1/route"])
