@@ -21,7 +21,8 @@ def backends_visible_to(tenant: Tenant) -> QuerySet[Backend]:
     )
 
 
-def _as_id(value: int | str) -> int | None:
+def as_id(value: int | str) -> int | None:
+    """The database id ``value`` spells (ASCII digits, leading zeros allowed), or None."""
     text = str(value)
     # str.isdigit() is true for "²" and other digits int() refuses or reads differently.
     if not (text.isascii() and text.isdigit()) or len(text) > MAX_ID_DIGITS:
@@ -31,7 +32,7 @@ def _as_id(value: int | str) -> int | None:
 
 def backend_get_for(tenant: Tenant, backend_id: int | str) -> Backend:
     """A backend the tenant may see. Raises NotFoundError otherwise (no existence leak)."""
-    pk = _as_id(backend_id)
+    pk = as_id(backend_id)
     backend = None if pk is None else backends_visible_to(tenant).filter(pk=pk).first()
     if backend is None:
         raise NotFoundError(

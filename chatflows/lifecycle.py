@@ -39,7 +39,7 @@ from backends.adapters.langflow import LangflowBackend
 from backends.adapters.langflow import discovered_flow as langflow_flow
 from backends.errors import BackendNotFoundError
 from backends.models import Backend
-from backends.selectors import MAX_ID_DIGITS
+from backends.selectors import as_id
 from backends.services import backend_config
 from chatflows import snapshot
 from chatflows.models import Flow
@@ -193,14 +193,10 @@ def _visible(tenant: Tenant | None) -> Q:
     return Q() if tenant is None else Q(tenant__isnull=True) | Q(tenant=tenant)
 
 
-def _digits(text: str) -> int | None:
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= MAX_ID_DIGITS else None
-
-
 def _find_backend(tenant: Tenant | None, backend: str) -> Backend:
     """A backend the caller may see, by id or name (its own before a shared one of that name)."""
     candidates = Backend.objects.filter(_visible(tenant), kind__in=KINDS)
-    pk = _digits(backend)
+    pk = as_id(backend)
     found = candidates.filter(Q(name__iexact=backend) | Q(pk=pk) if pk else Q(name__iexact=backend))
     ordered = sorted(found, key=lambda b: (b.tenant_id is None, b.pk))
     if not ordered:
@@ -234,13 +230,13 @@ def resolve_flow(
     if backend is not None:
         chosen = _find_backend(tenant, backend)
         row = known.filter(backend=chosen, external_id=flow_id).first()
-        pk = _digits(flow_id)
+        pk = as_id(flow_id)
         if row is None and pk is not None:
             row = known.filter(backend=chosen, pk=pk).first()
         target = Target(chosen, row.external_id if row else flow_id, row)
     else:
         rows = list(known.filter(external_id=flow_id))
-        pk = _digits(flow_id)
+        pk = as_id(flow_id)
         if not rows and pk is not None:
             rows = list(known.filter(pk=pk))
         if not rows:

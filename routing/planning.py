@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
+from backends.selectors import as_id
 from flywheel.errors import ValidationError
 from routing import llm
 from routing.classify import (
@@ -167,15 +168,9 @@ async def decide_query_type(state: RoutingState, question: str) -> QueryTypeDeci
     return below_threshold(decision, threshold)
 
 
-def _explicit(
-    state: RoutingState,
-    backends: list[BackendEntry],
-    *,
-    preference: str,
-    intent: str,
-    now: datetime,
-    trial: Trial | None,
-) -> Plan:
+def _named_backends(backends: list[BackendEntry], preference: str) -> list[BackendEntry]:
+    """The backends a query's ``backend`` (not "auto") names: the one of that name, else
+    those of that kind. Raises ValidationError when it names none."""
     wanted = preference.lower()
     named = [b for b in backends if b.name.lower() == wanted]
     # Names are unique per owner: a tenant's own backend may share a shared one's
@@ -187,6 +182,19 @@ def _explicit(
             f"No backend named or of kind {preference!r}.",
             details={"backend": preference, "known": sorted(b.name for b in backends)},
         )
+    return named
+
+
+def _explicit(
+    state: RoutingState,
+    backends: list[BackendEntry],
+    *,
+    preference: str,
+    intent: str,
+    now: datetime,
+    trial: Trial | None,
+) -> Plan:
+    named = _named_backends(backends, preference)
     usable = [
         b
         for b in named
@@ -317,14 +325,10 @@ class FlowNotRoutable(Exception):
 def _named_flows(
     backends: list[BackendEntry], flow: str, preference: str
 ) -> list[tuple[BackendEntry, FlowEntry]]:
-    wanted = preference.lower()
-    found = [
-        (b, f)
-        for b in backends
-        if wanted == "auto" or wanted in (b.name.lower(), b.kind)
-        for f in b.flows
-        if f.external_id == flow or str(f.id) == flow
-    ]
+    if preference.lower() != "auto":
+        backends = _named_backends(backends, preference)
+    pk = as_id(flow)  # as chatflows.lifecycle.resolve_flow reads it
+    found = [(b, f) for b in backends for f in b.flows if f.external_id == flow or f.id == pk]
     by_external_id = [(b, f) for b, f in found if f.external_id == flow]
     return by_external_id or found
 

@@ -426,9 +426,14 @@ def test_predict_runs_the_flow_and_records_an_explicit_decision(world: World, ap
     assert decision.attempts.count() == 1
 
 
-def test_a_query_may_name_a_flow_by_flywheels_id(world: World, api_client) -> None:
+@pytest.mark.parametrize("spelt", [int, str, lambda pk: f"00{pk}"], ids=["number", "text", "0-led"])
+def test_a_query_may_name_a_flow_by_flywheels_id(world: World, api_client, spelt) -> None:
+    # The planner and the database read the id alike: "003" named flow 3 in one and
+    # nothing in the other, and the query was answered 503 "cannot run yet".
     result = api_client.post(
-        "/api/v1/query", {"question": "Review my code", "flow": world.lf_flow.pk}, format="json"
+        "/api/v1/query",
+        {"question": "Review my code", "flow": spelt(world.lf_flow.pk)},
+        format="json",
     )
 
     assert result.status_code == 200, result.json()
@@ -591,3 +596,20 @@ def test_a_refused_or_failed_run_leaves_no_session_nobody_can_reach(
     assert sorted(d.outcome for d in decisions) == ["failed", "rejected"]
     assert all(d.session_id is None for d in decisions)
     assert Session.objects.count() == sessions
+
+
+def test_a_named_flow_on_a_backend_the_query_cannot_name_is_refused(
+    world: World, api_client
+) -> None:
+    # A query names a backend by name or kind, not by id: the database found backend
+    # "<id>" where the planner found none, and the query was answered 503 "cannot run yet".
+    result = api_client.post(
+        "/api/v1/query",
+        {"question": "Review", "flow": world.fw_flow.external_id, "backend": str(world.fw.pk)},
+        format="json",
+    )
+
+    error = _error(result)
+    assert result.status_code == 400, error
+    assert error["message"] == f"No backend named or of kind '{world.fw.pk}'."
+    assert not world.fw_route.calls
