@@ -41,7 +41,7 @@ BackendChoice = Annotated[
         min_length=1,
         max_length=lifecycle.MAX_BACKEND,
         description="'auto' (default) routes by intent, health and performance; a kind "
-        "('flowise', 'langflow') or a backend's name forces that backend.",
+        "('flowise', 'langflow') or a backend's name or id forces that backend.",
     ),
 ]
 SessionId = Annotated[

@@ -58,7 +58,7 @@ QUERY_REQUEST = {
             "maxLength": 100,
             "pattern": NOT_BLANK,
             "default": "auto",
-            "description": "'auto', or a backend's name or kind (flowise, langflow).",
+            "description": "'auto', or a backend's name, kind (flowise, langflow) or id.",
         },
         "session_id": {"type": "string", "format": "uuid", "nullable": True},
         "parameters": {

@@ -170,16 +170,18 @@ async def decide_query_type(state: RoutingState, question: str) -> QueryTypeDeci
 
 def _named_backends(backends: list[BackendEntry], preference: str) -> list[BackendEntry]:
     """The backends a query's ``backend`` (not "auto") names: the one of that name, else
-    those of that kind. Raises ValidationError when it names none."""
+    those of that kind, else the one of that id (as chatflows.lifecycle finds a backend).
+    Raises ValidationError when it names none."""
     wanted = preference.lower()
     named = [b for b in backends if b.name.lower() == wanted]
     # Names are unique per owner: a tenant's own backend may share a shared one's
     # name, and then the tenant means its own.
     named = [b for b in named if b.tenant_id is not None] or named
     named = named or [b for b in backends if b.kind == wanted]
+    named = named or [b for b in backends if b.id == as_id(preference)]
     if not named:
         raise ValidationError(
-            f"No backend named or of kind {preference!r}.",
+            f"No backend named {preference!r}, of that kind or with that id.",
             details={"backend": preference, "known": sorted(b.name for b in backends)},
         )
     return named

@@ -117,7 +117,7 @@ def _check_backend(backend: Any, errors: dict[str, str]) -> str:
         or not 0 < len(backend.strip()) <= MAX_BACKEND
         or string_problem(backend)
     ):
-        errors["backend"] = "Must be 'auto' or a backend's name or kind."
+        errors["backend"] = "Must be 'auto' or a backend's name, kind or id."
         return "auto"
     return backend.strip()
 

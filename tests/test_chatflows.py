@@ -598,18 +598,34 @@ def test_a_refused_or_failed_run_leaves_no_session_nobody_can_reach(
     assert Session.objects.count() == sessions
 
 
-def test_a_named_flow_on_a_backend_the_query_cannot_name_is_refused(
-    world: World, api_client
-) -> None:
-    # A query names a backend by name or kind, not by id: the database found backend
-    # "<id>" where the planner found none, and the query was answered 503 "cannot run yet".
-    result = api_client.post(
-        "/api/v1/query",
-        {"question": "Review", "flow": world.fw_flow.external_id, "backend": str(world.fw.pk)},
-        format="json",
+def test_a_named_flow_runs_on_a_backend_named_by_id(world: World, api_client) -> None:
+    # The chatflow doors name a backend by id or name: the database found backend "<id>"
+    # where the planner (names and kinds) found none, and the run was answered 503
+    # "cannot run yet".
+    flow, backend = world.fw_flow.external_id, str(world.fw.pk)
+    query = api_client.post(
+        "/api/v1/query", {"question": "Review", "flow": flow, "backend": backend}, format="json"
+    )
+    predict = api_client.post(
+        f"/api/v1/chatflows/{flow}/predict?backend={backend}", {"question": "Review"}, "json"
+    )
+    routed = api_client.post(
+        "/api/v1/query", {"question": "Review my code", "backend": backend}, format="json"
     )
 
-    error = _error(result)
-    assert result.status_code == 400, error
-    assert error["message"] == f"No backend named or of kind '{world.fw.pk}'."
+    for result in (query, predict, routed):
+        assert result.status_code == 200, result.json()
+        assert result.json()["routing"]["backend"] == "fw"
+    assert len(world.fw_route.calls) == 3
+
+
+def test_a_query_naming_no_backend_is_refused_whatever_it_runs(world: World, api_client) -> None:
+    for extra in ({}, {"flow": world.fw_flow.external_id}):
+        result = api_client.post(
+            "/api/v1/query", {"question": "Review", "backend": "999999", **extra}, format="json"
+        )
+
+        error = _error(result)
+        assert result.status_code == 400, error
+        assert error["message"] == "No backend named '999999', of that kind or with that id."
     assert not world.fw_route.calls

@@ -352,7 +352,9 @@ def test_the_ask_command_says_what_went_wrong_in_one_line(world: World) -> None:
         call_command("ask", REVIEW, "--backend", "nowhere", stdout=StringIO())
 
     assert "\n" not in str(raised.value)
-    assert str(raised.value) == "ValidationError: No backend named or of kind 'nowhere'."
+    assert str(raised.value) == (
+        "ValidationError: No backend named 'nowhere', of that kind or with that id."
+    )
 
 
 def test_the_trace_page_shows_the_decision_to_staff(

@@ -43,7 +43,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("question")
-        parser.add_argument("--backend", default="auto", help="auto, or a backend name or kind.")
+        parser.add_argument(
+            "--backend", default="auto", help="auto, or a backend name, kind or id."
+        )
         parser.add_argument("--session", help="Continue this session (its id).")
         parser.add_argument("--intent", help="Skip classification: use this intent.")
         parser.add_argument("--json", action="store_true", help="Print the whole answer, as JSON.")

@@ -28,7 +28,9 @@ class Command(BaseCommand):
             action="store_true",
             help="One JSON object per line: what POST /api/v1/route answers.",
         )
-        parser.add_argument("--backend", default="auto", help="auto, or a backend name or kind.")
+        parser.add_argument(
+            "--backend", default="auto", help="auto, or a backend name, kind or id."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = tenant_get_or_create_default()
