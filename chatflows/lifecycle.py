@@ -194,11 +194,13 @@ def _visible(tenant: Tenant | None) -> Q:
 
 
 def _find_backend(tenant: Tenant | None, backend: str) -> Backend:
-    """A backend the caller may see, by id or name (its own before a shared one of that name)."""
+    """A backend the caller may see, by name (its own before a shared one of that name),
+    else by id: as routing.planning reads a query's backend."""
     candidates = Backend.objects.filter(_visible(tenant), kind__in=KINDS)
     pk = as_id(backend)
     found = candidates.filter(Q(name__iexact=backend) | Q(pk=pk) if pk else Q(name__iexact=backend))
-    ordered = sorted(found, key=lambda b: (b.tenant_id is None, b.pk))
+    wanted = backend.lower()
+    ordered = sorted(found, key=lambda b: (b.name.lower() != wanted, b.tenant_id is None, b.pk))
     if not ordered:
         raise NotFoundError(f"No backend {backend!r}.", details={"backend": backend})
     return ordered[0]

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from backends.models import Backend, BackendHealth
 from chatflows import snapshot as flows_snapshot
-from chatflows.lifecycle import check_backend, check_flow_id, suggested_name
+from chatflows.lifecycle import check_backend, check_flow_id, resolve_flow, suggested_name
 from chatflows.models import Flow
 from flywheel.errors import ValidationError
 from flywheel.models import Tenant
@@ -629,3 +629,13 @@ def test_a_query_naming_no_backend_is_refused_whatever_it_runs(world: World, api
         assert result.status_code == 400, error
         assert error["message"] == "No backend named '999999', of that kind or with that id."
     assert not world.fw_route.calls
+
+
+def test_a_backend_is_found_by_its_name_before_another_by_its_id(world: World) -> None:
+    # As the planner reads a query's backend: a name first, an id last.
+    named = Backend.objects.create(
+        name=str(world.fw.pk), kind="flowise", base_url="http://named.test"
+    )
+
+    assert resolve_flow(tenant=None, flow_id="x", backend=str(world.fw.pk)).backend == named
+    assert resolve_flow(tenant=None, flow_id="x", backend=str(world.lf.pk)).backend == world.lf
