@@ -15,7 +15,7 @@ class NoMatchingFlowError(ApplicationError):
 
 
 class BackendUnavailableError(ApplicationError):
-    """The backend asked for by name or kind cannot take questions now."""
+    """The backend asked for by name, kind or id cannot take questions now."""
 
     type = "BackendUnavailable"
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE

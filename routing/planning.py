@@ -178,7 +178,8 @@ def _named_backends(backends: list[BackendEntry], preference: str) -> list[Backe
     # name, and then the tenant means its own.
     named = [b for b in named if b.tenant_id is not None] or named
     named = named or [b for b in backends if b.kind == wanted]
-    named = named or [b for b in backends if b.id == as_id(preference)]
+    if not named and (pk := as_id(preference)) is not None:
+        named = [b for b in backends if b.id == pk]
     if not named:
         raise ValidationError(
             f"No backend named {preference!r}, of that kind or with that id.",
