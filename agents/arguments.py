@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, WithJsonSchema
 
 from chatflows import lifecycle
-from routing.requests import MAX_QUESTION
+from routing.answering.query_input import MAX_QUESTION
 
 Question = Annotated[
     str,
@@ -49,7 +49,8 @@ SessionId = Annotated[
     Field(description="Continue a conversation: the session_id of an earlier answer."),
 ]
 # Seed 000's schema, published as it is; the values are checked by the query's own
-# validation (routing/requests.py), which also takes Flowise/Langflow extras (tweaks, ...).
+# validation (routing/answering/query_input.py), which also takes Flowise/Langflow extras
+# (tweaks, ...).
 PARAMETERS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "Flow-specific parameters to customize execution",

@@ -37,8 +37,8 @@ from agents.auth import Caller, admitted
 from backends.adapters import close_adapters
 from flywheel.errors import ApplicationError, error_body, internal_error_body
 from flywheel.metrics import REQUESTS
-from routing.recording import drain
-from routing.service import answers_finish
+from routing.answering.service import answers_finish
+from routing.recording.writer import drain
 
 logger = logging.getLogger(__name__)
 

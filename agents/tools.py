@@ -49,10 +49,10 @@ from chatflows.selectors import flows_visible_to
 from flywheel.asyncdb import db
 from flywheel.errors import ApplicationError
 from flywheel.models import Tenant
+from routing.answering.query_input import query_request
+from routing.answering.service import answer_question, route_question, run_flow
+from routing.answering.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
 from routing.api import SessionSerializer
-from routing.requests import query_request
-from routing.service import answer_question, route_question, run_flow
-from routing.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
 
 
 def result(readable: str, structured: Mapping[str, Any]) -> CallToolResult:

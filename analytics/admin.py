@@ -23,9 +23,9 @@ from django.utils.html import format_html
 from analytics.models import DecisionRollup, RollupState
 from flywheel.admin_base import ReadOnlyAdmin, shortened
 from flywheel.errors import ValidationError
+from routing.answering.query import trace_path
+from routing.classification.corrections import decision_correct
 from routing.models import Intent, PerformanceRecord, RoutingDecision
-from routing.service import trace_path
-from routing.services import decision_correct
 
 # Correcting a decision adds an example the classifier learns from.
 CORRECT_PERMISSION = "routing.add_intentexample"

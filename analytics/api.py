@@ -2,7 +2,7 @@
 the analytics of them (backends per intent, time series; JSON or CSV).
 
 Routing writes the decisions (routing.models); these views only read them,
-through analytics.selectors and analytics.metrics.
+through analytics.selectors and analytics.reads.
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analytics.access import Scope, scope_for_key, scope_for_user
-from analytics.classification import classification_summary
-from analytics.metrics import backends_by_intent, timeseries
+from analytics.classification_report import classification_summary
 from analytics.models import Granularity
+from analytics.reads import backends_by_intent, timeseries
 from analytics.selectors import decision_get, decisions_for
 from analytics.visualize import session_visualization
 from flywheel.authentication import ApiKeyAuthentication, request_api_key
 from flywheel.errors import ValidationError
 from flywheel.rest import StrictLimitOffsetPagination, absolute_url
+from routing.answering.query import trace_path
 from routing.models import Outcome, RoutingDecision
-from routing.service import trace_path
 
 
 # Needs the request in its context, for trace_url (the docstring would be published).

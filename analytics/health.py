@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Avg, Count, Q
 from django.db.models.functions import Trunc
 
-from analytics.metrics import Window, window_of
+from analytics.reads import Window, window_of
 from backends.models import Backend, HealthCheck
 from backends.selectors import backends_visible_to
 from flywheel.models import Tenant

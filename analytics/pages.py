@@ -25,9 +25,9 @@ from django.utils import timezone
 
 from analytics import charts
 from analytics.access import Scope, scope_for_user
-from analytics.classification import classification_summary
+from analytics.classification_report import classification_summary
 from analytics.health import health_timeline
-from analytics.metrics import overview, totals
+from analytics.reads import overview, totals
 from analytics.rollups import STEP
 from analytics.selectors import decisions_for
 from analytics.visualize import decision_for, decision_story, session_visualization

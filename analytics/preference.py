@@ -1,6 +1,6 @@
 """Which backend routing prefers now for an intent, and why, in words a person reads.
 
-The scores are routing's own (routing.planning.preferences over the current
+The scores are routing's own (routing.selection.planning.preferences over the current
 routing state), so the analytics page says what the next query would do.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from routing.planning import Preference, preferences
-from routing.state import now, routing_state
+from routing.selection.planning import Preference, preferences
+from routing.selection.state import now, routing_state
 
 
 def _history(preference: Preference) -> str:

@@ -1,7 +1,7 @@
 """Decisions rolled up per minute and per hour (DecisionRollup), incrementally.
 
 :func:`aggregate` turns a set of decisions into rollup tallies; the refresh
-stores them and the analytics reads (analytics.metrics) use it too for the
+stores them and the analytics reads (analytics.reads) use it too for the
 decisions not rolled up yet, so both count the same way. It is plain ORM
 aggregation (Trunc, conditional Count and Sum): PostgreSQL and SQLite alike.
 """

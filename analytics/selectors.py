@@ -15,11 +15,13 @@ from django.db.models import QuerySet
 from flywheel.errors import NotFoundError, ValidationError
 from flywheel.jsonin import string_problem
 from flywheel.models import Tenant
+from routing.answering.sessions import session_key
 from routing.models import Outcome, RoutingDecision
-from routing.recording import settle
-from routing.sessions import session_key
+from routing.recording.writer import settle
 
-INTENT_SLUG = re.compile(r"[-a-z0-9_]{1,50}")  # as a query's intent (routing/requests.py)
+INTENT_SLUG = re.compile(
+    r"[-a-z0-9_]{1,50}"
+)  # as a query's intent (routing/answering/query_input.py)
 MAX_BACKEND_NAME = 100
 
 

@@ -13,10 +13,10 @@ from typing import Any
 from analytics.access import Scope
 from analytics.selectors import decisions_for
 from flywheel.errors import NotFoundError
+from routing.answering.query import trace_path
+from routing.answering.sessions import session_key
 from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session
-from routing.recording import settle
-from routing.service import trace_path
-from routing.sessions import session_key
+from routing.recording.writer import settle
 
 
 def visualization_path(session_id: object) -> str:

@@ -7,7 +7,7 @@ class BackendsConfig(AppConfig):
 
     def ready(self) -> None:
         from backends import signals  # noqa: F401 - connects the receivers
-        from backends.metrics import backend_states
+        from backends.collectors import backend_states
         from flywheel.metrics import register_collector
 
         register_collector(backend_states)

@@ -9,7 +9,7 @@
 2. Times the first rollup refresh over everything (the worst case: nothing rolled
    up yet), then an incremental one after 2,000 more decisions in the last minute.
 3. Adds 2,000 more that stay un-rolled (the tail every read adds from the raw rows)
-   and times the analytics reads (analytics.metrics): median and p95 over 20 runs
+   and times the analytics reads (analytics.reads): median and p95 over 20 runs
    (fewer, at least 5, for a read that would take more than 10 s in all) and the SQL
    queries each issues.
 4. Renders the /analytics/ page (when the URL exists) as a superuser, 20 times with
@@ -71,15 +71,15 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.urls import NoReverseMatch, reverse  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from analytics.metrics import backends_by_intent, timeseries  # noqa: E402
 from analytics.models import DecisionRollup, RollupState  # noqa: E402
+from analytics.reads import backends_by_intent, timeseries  # noqa: E402
 from analytics.rollups import rollups_refresh  # noqa: E402
 from backends.models import Backend, BackendHealth, HealthCheck  # noqa: E402
 from chatflows.models import Flow  # noqa: E402
 from flywheel.models import Tenant  # noqa: E402
 from flywheel.services import tenant_get_or_create_default  # noqa: E402
+from routing.install import defaults_load  # noqa: E402
 from routing.models import Outcome, PerformanceRecord, RoutingDecision  # noqa: E402
-from routing.services import defaults_load  # noqa: E402
 
 DECISIONS = int(os.environ.get("BENCH_ANALYTICS_DECISIONS", "1000000"))  # fewer: a quick try
 TAIL = 2_000  # decisions in the last minute, once rolled up incrementally, once left as tail

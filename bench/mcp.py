@@ -70,7 +70,7 @@ from backends.models import BackendHealth
 from backends.services import backend_create
 from chatflows.models import Flow
 from flywheel.services import api_key_create, tenant_get_or_create_default
-from routing.services import defaults_load
+from routing.install import defaults_load
 defaults_load()
 b = backend_create(name="instant", kind="flowise", base_url="http://127.0.0.1:{port}", trusted=True)
 BackendHealth.objects.create(backend=b, healthy=True)
@@ -174,8 +174,8 @@ async def in_process(rest_port: int, key: str, pool: list[str]) -> None:
 
     from agents.auth import KeyCaller, authenticated
     from agents.server import build_server
-    from routing.requests import query_request
-    from routing.service import answer_question
+    from routing.answering.query_input import query_request
+    from routing.answering.service import answer_question
 
     auth = {"Authorization": f"Bearer {key}"}
     rest = await HttpConnection.open("127.0.0.1", rest_port)
@@ -286,7 +286,7 @@ def main() -> None:
         for process in processes:
             process.terminate()
             process.wait(timeout=20)
-        from routing.recording import drain
+        from routing.recording.writer import drain
 
         drain()
 

@@ -3,7 +3,7 @@
 Prints p50/p99 over 10,000 questions (the labelled sets, cycled). No network,
 no database: the rules are the shipped defaults, the learned classifiers are
 trained on the shipped examples (as load_defaults trains them), and the
-routing state is built in memory the way routing.state builds it from the
+routing state is built in memory the way routing.selection.state builds it from the
 published snapshot. Classification is the whole cascade short of the LLM.
 """
 
@@ -25,14 +25,14 @@ import django
 django.setup()
 
 from bench.common import questions, summary  # noqa: E402
-from routing.classifier import SHIPPED_DIR  # noqa: E402
-from routing.classify import cascade, settle  # noqa: E402
-from routing.learned import LearnedModel, train  # noqa: E402
-from routing.planning import plan  # noqa: E402
-from routing.querytype import below_threshold, type_cascade  # noqa: E402
-from routing.rules import default_rules  # noqa: E402
-from routing.scoring import BackendEntry, FlowEntry, HealthEntry, PolicyValues  # noqa: E402
-from routing.state import RoutingState  # noqa: E402
+from routing.classification.cascade import cascade, settle  # noqa: E402
+from routing.classification.learned import LearnedModel, train  # noqa: E402
+from routing.classification.query_type import below_threshold, type_cascade  # noqa: E402
+from routing.classification.rules import default_rules  # noqa: E402
+from routing.classification.training import SHIPPED_DIR  # noqa: E402
+from routing.selection.planning import plan  # noqa: E402
+from routing.selection.scoring import BackendEntry, FlowEntry, HealthEntry, PolicyValues  # noqa: E402
+from routing.selection.state import RoutingState  # noqa: E402
 
 INTENTS = ["creative-orientation", "technical-analysis", "document-qa", "code-review", "summarize"]
 N = 10_000

@@ -24,9 +24,9 @@ import django
 django.setup()
 
 from bench.common import summary  # noqa: E402
-from routing.execution import Attempt  # noqa: E402
-from routing.recording import DecisionData  # noqa: E402
-from routing.spool import Spool, encode  # noqa: E402
+from routing.recording.decision import DecisionData  # noqa: E402
+from routing.recording.spool import Spool, encode  # noqa: E402
+from routing.selection.attempt import Attempt  # noqa: E402
 
 N = 20_000
 

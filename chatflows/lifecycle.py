@@ -16,7 +16,7 @@ ValidationError naming the kind, never a silent no-op).
   command). A tenant reads flows on shared backends and its own, and writes
   only on its own.
 
-Run (predict) lives in routing (``routing.service.run_flow``): a run is a
+Run (predict) lives in routing (``routing.answering.service.run_flow``): a run is a
 routed query with its flow given, so it leaves a decision like any other.
 """
 
@@ -195,7 +195,7 @@ def _visible(tenant: Tenant | None) -> Q:
 
 def _find_backend(tenant: Tenant | None, backend: str) -> Backend:
     """A backend the caller may see, by name (its own before a shared one of that name),
-    else by id: as routing.planning reads a query's backend."""
+    else by id: as routing.selection.planning reads a query's backend."""
     candidates = Backend.objects.filter(_visible(tenant), kind__in=KINDS)
     pk = as_id(backend)
     found = candidates.filter(Q(name__iexact=backend) | Q(pk=pk) if pk else Q(name__iexact=backend))

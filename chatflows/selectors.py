@@ -11,7 +11,9 @@ from flywheel.errors import ValidationError
 from flywheel.jsonin import string_problem
 from flywheel.models import Tenant
 
-INTENT_SLUG = re.compile(r"[-a-z0-9_]{1,50}")  # as a query's intent (routing/requests.py)
+INTENT_SLUG = re.compile(
+    r"[-a-z0-9_]{1,50}"
+)  # as a query's intent (routing/answering/query_input.py)
 MAX_BACKEND_NAME = 100
 # ASCII digits only ("²".isdigit() is true), and few enough to fit a bigint.
 _BACKEND_ID = re.compile(r"[0-9]{1,18}")

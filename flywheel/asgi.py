@@ -110,8 +110,8 @@ async def lifespan(receive: Any, send: Any) -> None:
     from asgiref.sync import sync_to_async
 
     from backends.adapters import close_adapters
-    from routing.recording import drain, writer_start
-    from routing.service import answers_finish
+    from routing.answering.service import answers_finish
+    from routing.recording.writer import drain, writer_start
 
     while True:
         message = await receive()

@@ -136,7 +136,7 @@ else:
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Every decision is appended here before its answer goes out, and replayed from
-# here if its process dies before the database has it (routing/spool.py).
+# here if its process dies before the database has it (routing/recording/spool.py).
 SPOOL_DIR = read("FLYWHEEL_SPOOL_DIR", Path, VAR_DIR / "spool")
 
 # --- Cache (shared by every process: the routing hot path reads it) ------------

@@ -13,6 +13,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from flywheel.admin_base import ReadOnlyAdmin, shortened
+from routing.answering.classify import classification_explain
 from routing.models import (
     ClassifierModel,
     Intent,
@@ -24,8 +25,7 @@ from routing.models import (
     Session,
     Turn,
 )
-from routing.planning import classification_explain
-from routing.state import forget, routing_state
+from routing.selection.state import forget, routing_state
 
 
 class IntentPatternInline(admin.TabularInline):

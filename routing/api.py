@@ -26,16 +26,16 @@ from flywheel.errors import NotFoundError
 from flywheel.jsonout import json_response
 from flywheel.models import ApiKey
 from flywheel.rest import absolute_url, query_integer
-from routing import querytype_service
-from routing.requests import query_request, query_type_request
-from routing.service import (
+from routing.answering import query_router as querytype_service
+from routing.answering.query_input import query_request, query_type_request
+from routing.answering.service import (
     answer_question,
     query_refused,
     route_question,
     run_flow,
     stream_answer,
 )
-from routing.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
+from routing.answering.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
 
 
 def _absolute(request: HttpRequest, body: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ class RoutingConfig(AppConfig):
         from backends.policy import use_health_policy
         from chatflows.keywords import use_keyword_deriver
         from routing import signals  # noqa: F401 - connects the receivers
-        from routing.rules import flow_keywords
-        from routing.services import routing_health_policy
+        from routing.classification.rules import flow_keywords
+        from routing.selection.state import routing_health_policy
 
         use_health_policy(routing_health_policy)
         use_keyword_deriver(flow_keywords)

@@ -23,10 +23,10 @@ from flywheel.errors import ApplicationError, ValidationError
 from flywheel.pages import error_page
 from flywheel.ratelimit import person_admit
 from flywheel.services import tenant_acted_for
+from routing.answering.query_input import query_request
+from routing.answering.service import stream_answer
+from routing.answering.sessions import session_history, sessions_list
 from routing.api import sse_events
-from routing.requests import query_request
-from routing.service import stream_answer
-from routing.sessions import session_history, sessions_list
 
 CONVERSATIONS_LISTED = 50
 ASKED_FIELDS = frozenset({"question", "session_id"})

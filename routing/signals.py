@@ -16,6 +16,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from flywheel.cache import forget
+from routing.classification.rules import intent_rules_changed
 from routing.models import (
     ClassifierKind,
     Intent,
@@ -25,8 +26,7 @@ from routing.models import (
     RoutingPolicy,
     ScopePattern,
 )
-from routing.rules import intent_rules_changed
-from routing.state import POLICY_KEY
+from routing.selection.state import POLICY_KEY
 
 
 @receiver([post_save, post_delete], sender=Intent)

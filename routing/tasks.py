@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from routing.classifier import classifier_train, classifiers_train
-from routing.recording import performance_publish_all
-from routing.state import policy_values
+from routing.classification.training import classifier_train, classifiers_train
+from routing.recording.performance import performance_publish_all
+from routing.selection.state import policy_values
 
 
 @shared_task(name="routing.publish_performance")

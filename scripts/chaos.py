@@ -51,7 +51,7 @@ SETUP = """
 from backends.models import Backend, BackendHealth
 from chatflows.models import Flow
 from flywheel.services import api_key_create, tenant_get_or_create_default
-from routing.services import defaults_load
+from routing.install import defaults_load
 defaults_load()
 # The primary's flow matches far better (ten keywords against one): at 30 % failures it
 # stays first, so the fallback answers for it hundreds of times.

@@ -2,7 +2,7 @@
 
 For each intent set (tests/data/intent_*.jsonl) and query-type set
 (tests/data/querytype_*.jsonl): the accuracy of the shipped rules, of the
-model learned from the shipped examples (routing/examples/, trained here as
+model learned from the shipped examples (routing/classification/examples/, trained here as
 load_defaults trains it) and of the cascade a query runs without an LLM
 (rules when confident, else the model when sure enough, else general /
 HYBRID), then the cascade's confusion matrix (rows: the label, columns: what
@@ -29,11 +29,15 @@ import django  # noqa: E402
 
 django.setup()
 
-from routing.classifier import SHIPPED_DIR  # noqa: E402
-from routing.classify import cascade, classify_by_rules, settle  # noqa: E402
-from routing.learned import LearnedModel, train  # noqa: E402
-from routing.querytype import below_threshold, classify_query_type, type_cascade  # noqa: E402
-from routing.rules import IntentRuleSet, default_rules  # noqa: E402
+from routing.classification.cascade import cascade, classify_by_rules, settle  # noqa: E402
+from routing.classification.learned import LearnedModel, train  # noqa: E402
+from routing.classification.query_type import (  # noqa: E402
+    below_threshold,
+    classify_query_type,
+    type_cascade,
+)
+from routing.classification.rules import IntentRuleSet, default_rules  # noqa: E402
+from routing.classification.training import SHIPPED_DIR  # noqa: E402
 
 THRESHOLD = 0.7  # the routing policy's and QUERY_ROUTING_CONFIDENCE_THRESHOLD's default
 

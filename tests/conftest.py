@@ -87,10 +87,11 @@ def _fresh_routing_state() -> Iterator[None]:
     from django.core.cache import cache
 
     from flywheel.services import api_keys_forget_memo
-    from routing import execution, state
-    from routing.breaker import breaker_forget
-    from routing.embeddings import embeddings_forget
-    from routing.planning import exploration
+    from routing.answering import execution
+    from routing.classification.embeddings import embeddings_forget
+    from routing.selection import state
+    from routing.selection.breaker import breaker_forget
+    from routing.selection.planning import exploration
 
     clear_own_cache_keys(cache)
     breaker_forget()
@@ -120,7 +121,7 @@ def _mockable_network(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
 @pytest.fixture(autouse=True)
 def _decisions_written() -> Iterator[None]:
     """Decisions are written behind the answers: let each test's writes land before it ends."""
-    from routing.recording import drain
+    from routing.recording.writer import drain
 
     yield
     drain()

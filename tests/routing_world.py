@@ -19,8 +19,8 @@ from backends import snapshot as health_snapshot
 from backends.models import Backend, BackendHealth
 from chatflows import snapshot as flows_snapshot
 from chatflows.models import Flow
-from routing import state
-from routing.services import defaults_load
+from routing.install import defaults_load
+from routing.selection import state
 from tests.captured import body, response
 
 FW_FLOW = body("flowise", "chatflow_get")["id"]

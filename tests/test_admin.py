@@ -22,6 +22,7 @@ from backends.models import Backend, BackendHealth, HealthCheck
 from chatflows.models import Flow
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_authenticate, api_key_create
+from routing.install import defaults_load
 from routing.models import (
     Intent,
     IntentPattern,
@@ -31,7 +32,6 @@ from routing.models import (
     Session,
     Turn,
 )
-from routing.services import defaults_load
 from tests.captured import response
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from django.test import override_settings
 from flywheel.asgi import application
 from flywheel.asyncdb import db
 from routing.models import RoutingDecision
-from routing.recording import drain
+from routing.recording.writer import drain
 from tests.captured import response
 from tests.routing_world import FW_ANSWER, World
 

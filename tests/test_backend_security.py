@@ -29,9 +29,9 @@ from backends.services import backend_update
 from chatflows.models import Flow
 from flywheel.errors import ValidationError
 from flywheel.models import Tenant
+from routing.install import defaults_load
 from routing.models import RoutingDecision
-from routing.recording import drain
-from routing.services import defaults_load
+from routing.recording.writer import drain
 from tests.captured import response
 from tests.routing_world import World, refresh
 from tests.test_backend_addresses import (  # noqa: F401 - dns is an autouse fixture

@@ -13,10 +13,10 @@ from django.utils import timezone
 from backends.models import BackendHealth
 from flywheel.cache import shared_cache
 from flywheel.models import Tenant
-from routing.breaker import MIN_ATTEMPTS, breaker_settle
-from routing.requests import query_request
-from routing.service import answer_question
-from routing.services import routing_policy_get
+from routing.answering.query_input import query_request
+from routing.answering.service import answer_question
+from routing.selection.breaker import MIN_ATTEMPTS, breaker_settle
+from routing.selection.state import routing_policy_get
 from tests.captured import response
 from tests.conftest import clear_own_cache_keys
 from tests.routing_world import World, refresh
@@ -151,7 +151,7 @@ def test_a_dry_run_does_not_take_the_trial(world: World, tenant: Tenant) -> None
     for _ in range(MIN_ATTEMPTS):
         answered_by(tenant)
     _cooldown_passes(world)
-    from routing.service import route_question
+    from routing.answering.service import route_question
 
     planned = async_to_sync(route_question)(query_request({"question": REVIEW}), tenant=tenant)
 

@@ -24,7 +24,7 @@ from flywheel.errors import ValidationError
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
 from routing.models import RoutingDecision, Session
-from routing.recording import drain
+from routing.recording.writer import drain
 from tests.captured import body, response
 from tests.routing_world import FW_ANSWER, World, refresh
 

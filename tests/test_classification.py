@@ -15,12 +15,17 @@ from django.test import override_settings
 
 from flywheel.cache import shared_cache
 from flywheel.errors import ValidationError
-from routing.classify import Turn, classify_by_rules, classify_with_context, settle
+from routing.answering.classify import classify_intent
+from routing.classification.cascade import (
+    Turn,
+    classify_by_rules,
+    classify_with_context,
+    settle,
+)
+from routing.classification.rules import VERSION_KEY, intent_rules
+from routing.install import defaults_load
 from routing.models import Intent, IntentPattern, RoutingPolicy
-from routing.planning import classify_intent
-from routing.rules import VERSION_KEY, intent_rules
-from routing.services import defaults_load
-from routing.state import routing_state
+from routing.selection.state import routing_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,8 +17,8 @@ from chatflows import snapshot
 from chatflows.models import Flow
 from chatflows.services import flows_sync
 from chatflows.tasks import discover_flows
+from routing.install import defaults_load
 from routing.models import Intent, IntentPattern
-from routing.services import defaults_load
 from tests.captured import response
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -18,14 +18,18 @@ import respx
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
-from routing import classifier
-from routing.classifier import classifier_current, classifier_train, classifiers_forget
-from routing.embeddings import embeddings_forget
-from routing.learned import neighbours_of, train
+from routing.answering.classify import classify_intent
+from routing.classification import training as classifier
+from routing.classification.embeddings import embeddings_forget
+from routing.classification.learned import neighbours_of, train
+from routing.classification.training import (
+    classifier_current,
+    classifier_train,
+    classifiers_forget,
+)
+from routing.install import defaults_load
 from routing.models import ClassifierKind, ClassifierModel, Intent, IntentExample
-from routing.planning import classify_intent
-from routing.services import defaults_load
-from routing.state import forget, routing_state
+from routing.selection.state import forget, routing_state
 
 URL = "http://embeddings.test/v1/embeddings"
 SETTINGS = {

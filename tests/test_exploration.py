@@ -10,12 +10,12 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from flywheel.models import Tenant
+from routing.answering.query_input import query_request
+from routing.answering.service import answer_question, route_question
 from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy
-from routing.recording import drain, performance_of
-from routing.requests import query_request
-from routing.service import answer_question, route_question
-from routing.services import routing_policy_get
-from routing.state import publish_performance
+from routing.recording.performance import performance_of
+from routing.recording.writer import drain
+from routing.selection.state import publish_performance, routing_policy_get
 from tests.captured import response
 from tests.routing_world import World, refresh
 

@@ -17,9 +17,9 @@ from analytics.api import DecisionPagination
 from backends.models import Backend
 from flywheel.errors import ValidationError
 from flywheel.jsonin import MAX_DEPTH, parse_json
+from routing.answering.query_input import query_request
 from routing.models import PerformanceRecord, RoutingDecision, Turn
-from routing.recording import drain
-from routing.requests import query_request
+from routing.recording.writer import drain
 from tests.routing_world import LF_ANSWER, World
 
 pytestmark = pytest.mark.django_db(transaction=True)

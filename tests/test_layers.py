@@ -28,8 +28,8 @@ from backends.models import Backend
 from backends.policy import HealthPolicy, health_policy
 from backends.services import health_record
 from chatflows import keywords
+from routing.install import defaults_load
 from routing.models import RoutingPolicy
-from routing.services import defaults_load
 
 ROOT = Path(__file__).resolve().parent.parent
 # Each app and the apps it must never import.
@@ -114,14 +114,14 @@ def test_an_apps_migrations_depend_on_none_of_the_layers_above_it(app: str) -> N
 
 def test_the_check_sees_lazy_relative_and_dynamic_imports() -> None:
     source = """
-import routing.rules
+import routing.classification.rules
 from routing import state
 from . import snapshot
 from ..analytics import models
 
 def later():
     from chatflows.services import adiscover_all
-    import_module("routing.services")
+    import_module("routing.install")
     importlib.import_module("analytics.models")
 
 class Admin:
@@ -132,12 +132,12 @@ class Admin:
 
     assert found == sorted(
         [
-            "routing.rules",
+            "routing.classification.rules",
             "routing",
             "backends.management",  # relative imports stay inside their own app
             "backends.analytics",
             "chatflows.services",
-            "routing.services",
+            "routing.install",
             "analytics.models",
             "chatflows.models",
         ]

@@ -20,15 +20,31 @@ from flywheel.cache import shared_cache
 from flywheel.errors import ValidationError
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
-from routing import classifier
-from routing.classifier import (
+from routing.answering.classify import classify_intent, decide_query_type
+from routing.classification import training as classifier
+from routing.classification.cascade import cascade, classify_by_rules, settle
+from routing.classification.corrections import decision_correct
+from routing.classification.learned import (
+    LearnedModel,
+    _pipeline,
+    char_ngrams,
+    export,
+    train,
+    word_ngrams,
+)
+from routing.classification.query_type import (
+    below_threshold,
+    classify_query_type,
+    type_cascade,
+)
+from routing.classification.rules import default_rules
+from routing.classification.training import (
     SHIPPED_DIR,
     classifier_current,
     classifier_train,
     classifiers_forget,
 )
-from routing.classify import cascade, classify_by_rules, settle
-from routing.learned import LearnedModel, _pipeline, char_ngrams, export, train, word_ngrams
+from routing.install import defaults_load
 from routing.models import (
     ClassifierKind,
     ClassifierModel,
@@ -39,12 +55,9 @@ from routing.models import (
     RoutingDecision,
     ScopePattern,
 )
-from routing.planning import classify_intent, decide_query_type
-from routing.querytype import below_threshold, classify_query_type, type_cascade
-from routing.recording import DecisionData, decisions_record
-from routing.rules import default_rules
-from routing.services import decision_correct, defaults_load, routing_policy_get
-from routing.state import forget, routing_state
+from routing.recording.decision import DecisionData
+from routing.recording.store import decisions_record
+from routing.selection.state import forget, routing_policy_get, routing_state
 
 DATA = Path(__file__).parent / "data"
 THRESHOLD = 0.7  # the policy's default confidence threshold

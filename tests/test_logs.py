@@ -16,9 +16,9 @@ from asgiref.sync import async_to_sync
 
 from flywheel.logs import JsonFormatter, RequestIdFilter
 from flywheel.models import Tenant
-from routing.recording import drain
-from routing.requests import query_request
-from routing.service import answer_question
+from routing.answering.query_input import query_request
+from routing.answering.service import answer_question
+from routing.recording.writer import drain
 from tests.routing_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)

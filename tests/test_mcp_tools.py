@@ -30,7 +30,7 @@ from chatflows.models import Flow
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
 from routing.models import RoutingDecision
-from routing.recording import drain
+from routing.recording.writer import drain
 from tests.captured import body, response
 from tests.routing_world import FW_ANSWER, World, refresh
 
@@ -679,7 +679,7 @@ def test_no_result_carries_a_backends_key(mine: Mine, world: World) -> None:
 def test_sessions_are_listed_newest_first_in_one_query(
     world: World, key: str, tenant: Tenant, django_assert_num_queries: Any
 ) -> None:
-    from routing.sessions import sessions_list
+    from routing.answering.sessions import sessions_list
 
     first = ok(call(key, "universal_query", question=REVIEW))["session_id"]
     second = ok(call(key, "universal_query", question="Summarize the design doc"))["session_id"]

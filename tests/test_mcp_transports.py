@@ -30,7 +30,7 @@ from backends.services import backend_create
 from chatflows.models import Flow
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
-from routing.services import defaults_load
+from routing.install import defaults_load
 from tests.routing_world import refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from backends.models import BackendHealth
 from flywheel.asgi import application
 from flywheel.asyncdb import db
-from routing.recording import drain
+from routing.recording.writer import drain
 from tests.routing_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)

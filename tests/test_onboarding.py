@@ -21,8 +21,8 @@ from rest_framework.test import APIClient
 from backends import addresses
 from backends.models import Backend
 from chatflows.models import Flow
-from routing.services import defaults_load
-from routing.state import forget
+from routing.install import defaults_load
+from routing.selection.state import forget
 from tests.captured import response
 
 pytestmark = [

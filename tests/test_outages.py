@@ -32,12 +32,12 @@ from flywheel.services import (
     api_key_uses_settle,
     api_keys_forget_memo,
 )
-from routing import rules
-from routing.classify import classify_by_rules
+from routing.answering.sessions import SESSION_KEY, session_cached
+from routing.classification import rules
+from routing.classification.cascade import classify_by_rules
+from routing.install import defaults_load
 from routing.models import Intent, IntentPattern, RoutingDecision, Turn
-from routing.recording import drain
-from routing.services import defaults_load
-from routing.sessions import SESSION_KEY, session_cached
+from routing.recording.writer import drain
 from tests.routing_world import World
 
 REVIEW = "Please review my pull request"

@@ -16,15 +16,15 @@ from rest_framework.test import APIClient
 
 from analytics import charts
 from analytics.health import health_timeline
-from analytics.metrics import backends_by_intent, totals
+from analytics.reads import backends_by_intent, totals
 from backends.models import HealthCheck
 from flywheel.models import Membership, Tenant
 from flywheel.services import api_key_create
+from routing.answering.query_input import query_request
+from routing.answering.service import answer_question
 from routing.errors import AllBackendsFailedError
 from routing.models import RoutingDecision, Turn
-from routing.recording import drain
-from routing.requests import query_request
-from routing.service import answer_question
+from routing.recording.writer import drain
 from tests.routing_world import FW_ANSWER, World
 
 pytestmark = pytest.mark.django_db(transaction=True)

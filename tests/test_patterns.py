@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
-from routing.defaults import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS
+from routing.classification.rules import build_rules, default_rules
+from routing.classification.shipped import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS
 from routing.patterns import compile_pattern, validate_keyword, validate_regex
-from routing.rules import build_rules, default_rules
 
 
 @pytest.mark.parametrize(

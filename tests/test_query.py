@@ -19,14 +19,16 @@ from rest_framework.test import APIClient
 from backends.models import Backend
 from flywheel.errors import ApplicationError, NotFoundError, ValidationError
 from flywheel.models import Tenant
-from routing.conversation import answer_from_history
+from routing.answering.conversation import answer_from_history
+from routing.answering.query_input import query_request
+from routing.answering.service import answer_question, answers_finish, stream_answer
+from routing.answering.sessions import PastTurn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
+from routing.install import defaults_load
 from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy, Turn
-from routing.recording import drain, performance_publish_all
-from routing.requests import query_request
-from routing.service import answer_question, answers_finish, stream_answer
-from routing.services import defaults_load, routing_policy_get
-from routing.sessions import PastTurn
+from routing.recording.performance import performance_publish_all
+from routing.recording.writer import drain
+from routing.selection.state import routing_policy_get
 from tests.captured import FIXTURES, captured, response
 from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
 
@@ -365,7 +367,7 @@ def test_each_failed_attempt_is_one_log_line_naming_the_query(
 
     body = ask(tenant, question=REVIEW)
 
-    lines = [r.getMessage() for r in caplog.records if r.name == "routing.service"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "routing.answering.outcome"]
     assert lines == [
         f"Query {body['request_id']}: fw / reviewer failed (UnexpectedError): "
         + (body["routing"]["fallback_chain"][0]["error"])
@@ -716,7 +718,7 @@ def _broken_planning(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> None:
         raise KeyError("a bug, not a backend error")
 
-    monkeypatch.setattr("routing.service.plan", broken)
+    monkeypatch.setattr("routing.answering.preparation.plan", broken)
 
 
 def test_a_bug_inside_flywheel_is_recorded_as_a_failure(
@@ -824,9 +826,9 @@ def test_a_stream_failing_inside_flywheel_after_its_first_words_ends_with_an_err
 def test_a_backend_deleted_since_the_plan_was_made_is_an_attempt_that_failed(
     world: World, tenant: Tenant
 ) -> None:
-    from routing.execution import forget_configs, run_chain
-    from routing.planning import plan
-    from routing.state import current_state, now
+    from routing.answering.execution import forget_configs, run_chain
+    from routing.selection.planning import plan
+    from routing.selection.state import current_state, now
 
     state = async_to_sync(current_state)()
     candidates = plan(
@@ -962,7 +964,7 @@ def test_the_usage_a_backend_reports_is_kept_on_the_attempt_and_in_performance_m
     record = PerformanceRecord.objects.get()
     assert (record.prompt_tokens, record.completion_tokens, record.total_tokens) == (5, 3, 8)
     assert record.cost == pytest.approx(2.55e-06)  # Flowise prices the tokens itself
-    from routing import state
+    from routing.selection import state
 
     state.forget()
     assert state.recent_performance([world.fw.pk], "code-review")[world.fw.pk].avg_tokens == 8

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
 from routing.models import RoutingDecision
-from routing.recording import drain
+from routing.recording.writer import drain
 from tests.captured import response
 from tests.routing_world import FW_ANSWER, World, refresh
 

@@ -16,10 +16,16 @@ import respx
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from routing.llm import parse_query_type
-from routing.querytype import GLOBAL, HYBRID, LOCAL, below_threshold, classify_query_type
-from routing.rules import intent_rules
-from routing.services import defaults_load
+from routing.classification.llm import parse_query_type
+from routing.classification.query_type import (
+    GLOBAL,
+    HYBRID,
+    LOCAL,
+    below_threshold,
+    classify_query_type,
+)
+from routing.classification.rules import intent_rules
+from routing.install import defaults_load
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

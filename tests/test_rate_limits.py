@@ -20,9 +20,9 @@ from flywheel.models import ApiKey, Tenant
 from flywheel.ratelimit import RateLimiter, _requests_key
 from flywheel.redis_cache import RedisCache
 from flywheel.services import api_key_create, api_key_set_rate_limit
+from routing.answering.service import RECORDED_REFUSALS
 from routing.models import RoutingDecision
-from routing.recording import drain
-from routing.service import RECORDED_REFUSALS
+from routing.recording.writer import drain
 from tests.routing_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)

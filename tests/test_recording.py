@@ -16,17 +16,13 @@ from backends.models import Backend
 from flywheel.cache import shared_cache
 from flywheel.env import as_cache
 from flywheel.models import Tenant
-from routing import recording
-from routing.execution import Attempt
 from routing.models import RoutingDecision, Session, Turn
-from routing.recording import (
-    CachedAnswer,
-    DecisionData,
-    answer_recall,
-    drain,
-    record_later,
-    session_settled,
-)
+from routing.recording import answers, performance, store
+from routing.recording import writer as recording
+from routing.recording.answers import CachedAnswer, answer_recall
+from routing.recording.decision import DecisionData
+from routing.recording.writer import drain, record_later, session_settled
+from routing.selection.attempt import Attempt
 from tests.routing_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,7 +102,7 @@ def test_answers_written_together_are_each_cached_with_their_ttl(tenant: Tenant)
     for entry in entries:
         assert answer_recall(tenant.pk, entry.intent, entry.question) == entry.value
     cache: Any = shared_cache()  # scripts/test.sh sets a Redis CACHE_URL
-    key = cache.make_key(recording._answer_key(tenant.pk, "code-review", "question 0"))
+    key = cache.make_key(answers._answer_key(tenant.pk, "code-review", "question 0"))
     assert 0 < cache._cache.get_client(key).ttl(key) <= 5
 
 
@@ -168,7 +164,7 @@ def _stored(request_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
 
 
 def test_postgresql_and_the_orm_store_the_same_rows(world: World) -> None:
-    from routing.batch_sql import decisions_insert
+    from routing.recording.batch_sql import decisions_insert
 
     tenant = Tenant.objects.get(slug="default")
     attempts = (
@@ -223,7 +219,7 @@ def test_postgresql_and_the_orm_store_the_same_rows(world: World) -> None:
     with transaction.atomic():
         decisions_insert(by_sql)
     with transaction.atomic():
-        recording._orm_insert(by_orm)
+        store._orm_insert(by_orm)
 
     def normalised(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for row in rows:
@@ -255,7 +251,7 @@ def test_a_backend_a_batch_refers_to_cannot_be_deleted_until_the_batch_commits(
     import psycopg
     from django.db import connection
 
-    from routing.batch_sql import decisions_insert
+    from routing.recording.batch_sql import decisions_insert
 
     tenant = Tenant.objects.get(slug="default")
     attempt = Attempt(world.fw.pk, "fw", world.fw_flow.pk, "flow", ok=True, latency_ms=5.0)
@@ -290,7 +286,7 @@ def test_a_backend_a_batch_refers_to_cannot_be_deleted_until_the_batch_commits(
 def test_a_batch_that_fails_half_way_writes_nothing(world: World) -> None:
     from django.db import IntegrityError
 
-    from routing.batch_sql import decisions_insert
+    from routing.recording.batch_sql import decisions_insert
 
     tenant = Tenant.objects.get(slug="default")
     good = decision(tenant, uuid.uuid4(), answer="fine")
@@ -344,12 +340,12 @@ def _stored_both_ways(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Write one decision with PostgreSQL's batch statement and one with the ORM writer;
     return the rows each left."""
-    from routing.batch_sql import decisions_insert
+    from routing.recording.batch_sql import decisions_insert
 
     with transaction.atomic():
         decisions_insert([by_sql])
     with transaction.atomic():
-        recording._orm_insert([by_orm])
+        store._orm_insert([by_orm])
     return _stored([by_sql.request_id]), _stored([by_orm.request_id])
 
 
@@ -404,7 +400,7 @@ def test_one_unstorable_answer_does_not_split_its_batch(world: World, batches: l
 
 
 def test_beat_shares_performance_again_after_the_cache_lost_it(world: World) -> None:
-    from routing import state
+    from routing.selection import state
     from routing.tasks import publish_performance
 
     tenant = Tenant.objects.get(slug="default")
@@ -427,7 +423,7 @@ def test_a_cache_failure_after_the_commit_does_not_write_the_batch_again(
     def unreachable(*args: object) -> None:
         raise ConnectionError("cache down")
 
-    monkeypatch.setattr(recording, "publish_performances", unreachable)
+    monkeypatch.setattr(store, "publish_performances", unreachable)
     tenant = Tenant.objects.get(slug="default")
     attempt = Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", True, 12.5)
     batch = [decision(tenant, uuid.uuid4(), answer="yes", attempts=(attempt,)) for _ in range(3)]
@@ -463,7 +459,7 @@ def test_beat_publishes_each_backend_and_intent_once_however_many_records(
 def test_performance_memory_holds_the_mean_tokens_of_the_attempts_that_reported_them(
     world: World,
 ) -> None:
-    from routing import state
+    from routing.selection import state
 
     tenant = Tenant.objects.get(slug="default")
 
@@ -499,7 +495,7 @@ def test_the_aggregates_a_batch_touched_are_read_in_one_statement(
     recording.policy_values()  # the policy is cached: the one read below is the records'
 
     with django_assert_num_queries(1):
-        together = recording.performances_of(pairs, 10)
+        together = performance.performances_of(pairs, 10)
 
     measured = {
         pair: (perf.attempts, perf.success_rate, perf.avg_latency_ms)

@@ -13,9 +13,9 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from analytics.classification import classification_summary
-from analytics.metrics import backends_by_intent, overview, quantile_ms, timeseries, window_of
+from analytics.classification_report import classification_summary
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, RollupState
+from analytics.reads import backends_by_intent, overview, quantile_ms, timeseries, window_of
 from analytics.rollups import bucket_floor, rollups_refresh
 from analytics.tasks import rollup_decisions
 from backends.models import Backend

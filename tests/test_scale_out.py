@@ -10,7 +10,7 @@ wrote are in the database) to the answer of B that first shows it, and must be
 at most CONVERGENCE_SECONDS.
 
 Every process keeps what routing and authentication read for about a second
-(routing/state.py MEMO_SECONDS, flywheel/services.py KEY_MEMO_SECONDS) in front
+(routing/selection/state.py MEMO_SECONDS, flywheel/services.py KEY_MEMO_SECONDS) in front
 of the shared cache. Each test reads B just before the change, so B holds the
 old state in memory when the change lands: the delay seen is what is left of
 that second, plus one read.
@@ -46,9 +46,9 @@ from backends.services import backend_create
 from chatflows.models import Flow
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create
-from routing.breaker import MIN_ATTEMPTS
+from routing.install import defaults_load
 from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy
-from routing.services import defaults_load
+from routing.selection.breaker import MIN_ATTEMPTS
 from tests.routing_world import refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -456,7 +456,7 @@ def test_a_breaker_opened_by_failures_in_one_process_keeps_the_other_off_it_with
     world.fail_every_answer_of(world.cluster.primary)
     assert [c["backend"] for c in world.candidates(b)] == ["primary", "secondary"]
 
-    # Enough failed answers in A's window to open the breaker (routing/breaker.py); each
+    # Enough failed answers in A's window to open the breaker (routing/selection/breaker.py); each
     # question is still answered, by the secondary.
     for _ in range(MIN_ATTEMPTS):
         answered = world.ask(a)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from routing.scoring import (
+from routing.selection.scoring import (
     BackendEntry,
     FlowEntry,
     HealthEntry,

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from flywheel.singleflight import SingleFlight
-from routing import execution
-from routing.scoring import BackendEntry
+from routing.answering import execution
+from routing.selection.scoring import BackendEntry
 
 
 async def test_concurrent_callers_share_one_load() -> None:

@@ -21,17 +21,12 @@ from django.db import InterfaceError, OperationalError, connection
 from django.db.backends.postgresql.base import DatabaseWrapper
 
 from flywheel.models import Tenant
-from routing import recording
-from routing.execution import Attempt
 from routing.models import PerformanceRecord, RoutingDecision
-from routing.recording import (
-    DecisionData,
-    decision_spool,
-    drain,
-    record_later,
-    spooled_replay,
-)
-from routing.spool import REJECTED, Spool, decode, encode
+from routing.recording import writer as recording
+from routing.recording.decision import DecisionData
+from routing.recording.spool import REJECTED, Spool, decode, encode
+from routing.recording.writer import decision_spool, drain, record_later, spooled_replay
+from routing.selection.attempt import Attempt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,8 +79,9 @@ _KILLED = textwrap.dedent(
     import sys, time, uuid
     import django
     django.setup()
-    from routing import recording
-    from routing.recording import DecisionData, drain, record_later
+    from routing.recording import writer as recording
+    from routing.recording.decision import DecisionData
+    from routing.recording.writer import drain, record_later
 
     tenant, written = int(sys.argv[1]), uuid.UUID(sys.argv[2])
     record_later(DecisionData(written, tenant, "written", "success"), performance_window=10)

@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from analytics.access import READ_ALL_PERMISSION
-from analytics.metrics import totals
+from analytics.reads import totals
 from backends.models import Backend
 from backends.selectors import backends_visible_to
 from flywheel.services import tenant_for_user

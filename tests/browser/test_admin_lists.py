@@ -11,8 +11,8 @@ from playwright.sync_api import Page
 from backends.models import Backend, BackendHealth
 from chatflows.models import Flow
 from flywheel.models import Tenant
+from routing.install import defaults_load
 from routing.models import IntentPattern, RoutingDecision, Session, Turn
-from routing.services import defaults_load
 from tests.browser.conftest import snap
 
 pytestmark = [pytest.mark.browser]

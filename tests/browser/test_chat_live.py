@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 
 from backends.adapters.base import BackendConfig
 from flywheel.models import Membership, Tenant
-from routing.services import defaults_load
+from routing.install import defaults_load
 from tests.browser.conftest import snap
 
 # The live fixtures live beside the live tests: imported, they serve this module too.

@@ -18,8 +18,8 @@ from backends.models import Backend, BackendHealth, HealthCheck
 from bench.common import free_port, wait_for
 from chatflows.models import Flow
 from flywheel.models import Membership, Tenant
+from routing.install import defaults_load
 from routing.models import RoutingDecision, Session, Turn
-from routing.services import defaults_load
 from tests.browser.conftest import snap
 from tests.routing_world import refresh
 

@@ -22,7 +22,7 @@ from backends.models import Backend
 from backends.services import ahealth_check_all
 from chatflows.models import Flow
 from chatflows.services import adiscover_all
-from routing import state
+from routing.selection import state
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS_ENV = Path(os.environ.get("FLYWHEEL_PEERS_ENV", ROOT / "var" / "peers.env"))

@@ -20,7 +20,7 @@ from chatflows.models import Flow
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
 from routing.models import RoutingDecision
-from routing.recording import drain
+from routing.recording.writer import drain
 from tests.live.conftest import ROOT
 from tests.routing_world import refresh
 

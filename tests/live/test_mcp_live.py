@@ -19,8 +19,8 @@ from backends.adapters.base import BackendConfig
 from backends.services import backend_create
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
-from routing.recording import drain
-from routing.services import defaults_load
+from routing.install import defaults_load
+from routing.recording.writer import drain
 from tests.live.conftest import serve_code_review
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]

@@ -10,11 +10,11 @@ import pytest
 from backends.adapters import run_sync
 from backends.adapters.base import BackendConfig
 from flywheel.models import Tenant
+from routing.answering.query_input import query_request
+from routing.answering.service import answer_question, stream_answer
+from routing.install import defaults_load
 from routing.models import RoutingDecision
-from routing.recording import drain
-from routing.requests import query_request
-from routing.service import answer_question, stream_answer
-from routing.services import defaults_load
+from routing.recording.writer import drain
 from tests.live.conftest import ROOT, register_peers, serve_code_review
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]

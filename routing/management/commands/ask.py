@@ -12,9 +12,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from backends.adapters import run_sync
 from flywheel.errors import ApplicationError
 from flywheel.services import tenant_get_or_create_default
-from routing.recording import drain
-from routing.requests import query_request
-from routing.service import answer_question
+from routing.answering.query_input import query_request
+from routing.answering.service import answer_question
+from routing.recording.writer import drain
 
 MAKE_RUN_URL = "http://127.0.0.1:8000"  # where `make run` serves, unless FLYWHEEL_PUBLIC_URL
 

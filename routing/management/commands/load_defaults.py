@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from routing.classifier import classifiers_train
-from routing.services import defaults_load
+from routing.classification.training import classifiers_train
+from routing.install import defaults_load
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from routing.recording import decision_spool, spooled_replay
+from routing.recording.writer import decision_spool, spooled_replay
 
 
 class Command(BaseCommand):

@@ -11,8 +11,8 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from flywheel.errors import ApplicationError
 from flywheel.services import tenant_get_or_create_default
-from routing.requests import query_request
-from routing.service import route_question
+from routing.answering.query_input import query_request
+from routing.answering.service import route_question
 
 
 class Command(BaseCommand):

@@ -6,11 +6,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from routing.classifier import KINDS, classifier_train
+from routing.classification.training import KINDS, classifier_train
 
 
 class Command(BaseCommand):
-    help = "Train the intent and query-type classifiers on their examples (routing.learned)."
+    help = "Train the intent and query-type classifiers on their examples."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--kind", choices=[str(k) for k in KINDS], help="Only this one.")

@@ -1,0 +1,264 @@
+"""How a query ends: exactly one decision recorded, and the answer (or the error) built.
+
+Every query that reaches routing writes exactly one RoutingDecision, whatever happens:
+an answer, a fallback, a cached answer, a refusal, a failure of every backend, or a bug
+in Flywheel itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from backends.adapters.base import ExecutionResult
+from flywheel.errors import (
+    DATABASE_UNAVAILABLE,
+    ApplicationError,
+    database_unavailable,
+    internal_error_body,
+)
+from routing.answering.query import Query, in_flight, trace_path
+from routing.answering.sessions import (
+    PastTurn,
+    session_remember,
+)
+from routing.errors import AllBackendsFailedError
+from routing.recording.answers import CachedAnswer, answer_recall
+from routing.recording.decision import DecisionData
+from routing.recording.writer import record_later
+from routing.selection.attempt import Attempt
+from routing.selection.breaker import breaker_apply_later, breaker_note
+from routing.selection.scoring import Candidate
+from routing.selection.state import RoutingState, now
+
+logger = logging.getLogger(__name__)
+
+
+async def record(
+    query: Query, data: DecisionData, state: RoutingState, answer: CachedAnswer | None = None
+) -> None:
+    """Write the rows (and cache the answer) behind the answer; remember the turn for
+    the conversation before the answer goes out."""
+    record_later(data, performance_window=state.policy.performance_window, answer=answer)
+    query.recorded = True
+    if data.answer is not None and query.session_id is not None:
+        await session_remember(
+            tenant_id=query.tenant.pk,
+            session_id=query.session_id,
+            recent=query.history,
+            turn=PastTurn(data.question, data.answer, data.intent, data.backend_id, data.flow_id),
+            alone=len(in_flight) <= 1,  # this query is the only one in flight
+        )
+
+
+@asynccontextmanager
+async def recorded(query: Query, state: RoutingState) -> AsyncIterator[None]:
+    """Whatever ends the query, it leaves exactly one decision.
+
+    Outcomes recorded on the way (an answer, a failure of every backend)
+    stand; an error raised before any was recorded becomes a "rejected"
+    decision (bad session, unknown intent or backend, no flow) or, for a bug
+    in Flywheel, a "failed" one. The error is raised on.
+    """
+    try:
+        yield
+    except ApplicationError as err:
+        err.details.setdefault("request_id", str(query.request_id))
+        if not query.recorded:
+            await record(
+                query,
+                query.decision("rejected", error_type=err.type, error_message=err.message),
+                state,
+            )
+        raise
+    except DATABASE_UNAVAILABLE as err:  # an outage, not a bug: 503, and retry
+        logger.warning("Query %s: the database fails (%s)", query.request_id, err)
+        unavailable = database_unavailable()
+        if not query.recorded:
+            await record(
+                query,
+                query.decision(
+                    "failed", error_type=unavailable.type, error_message=unavailable.message
+                ),
+                state,
+            )
+        raise unavailable from err
+    except Exception:
+        logger.exception("Query %s failed inside Flywheel", query.request_id)
+        if not query.recorded:
+            message = internal_error_body()["error"]["message"]
+            await record(
+                query,
+                query.decision("failed", error_type="InternalError", error_message=message),
+                state,
+            )
+        raise
+    except asyncio.CancelledError:  # the server stopped it (its shutdown timeout ran out)
+        if not query.recorded:  # no await here: this task is being cancelled
+            record_later(
+                query.decision(
+                    "failed",
+                    error_type="Cancelled",
+                    error_message="The server stopped before the answer was complete.",
+                ),
+                performance_window=state.policy.performance_window,
+            )
+            query.recorded = True
+        raise
+
+
+def _routing_block(
+    query: Query,
+    *,
+    winner: Candidate | None,
+    attempts: Sequence[Attempt],
+    cached: bool = False,
+) -> dict[str, Any]:
+    intent = query.classified
+    return {
+        "intent": intent.intent,
+        "intent_confidence": intent.confidence,
+        "method": intent.method,
+        "evidence": list(intent.evidence),
+        "query_type": query.query_type.as_dict() if query.query_type else None,
+        "routing_method": query.plan.routing_method if query.plan else "local",
+        "backend": winner.backend.name if winner else None,
+        "flow": winner.flow.name if winner else None,
+        "score": winner.score if winner else None,
+        "candidates": [c.as_dict() for c in query.plan.candidates] if query.plan else [],
+        "fallback_used": len(attempts) > 1 or cached,
+        "fallback_chain": [a.as_dict() for a in attempts],
+        "cached": cached,
+        "timings": dict(query.timings),
+    }
+
+
+def _response(query: Query, answer: str, routing: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "answer": answer,
+        "session_id": str(query.session_id),
+        "request_id": str(query.request_id),
+    }
+    if query.request.include_routing_metadata:
+        body["routing"] = routing
+    body["trace_url"] = trace_path(query.request_id)
+    return body
+
+
+def _why_no_answer(*, attempts: bool, spent: bool, budget: float) -> str:
+    """The end of the message of a query nothing answered."""
+    if spent:
+        return f" within the query's time budget of {budget:g} s."
+    return "." if attempts else ": every backend with a matching flow is down."
+
+
+def _log_failed_attempts(query: Query, attempts: Sequence[Attempt]) -> None:
+    """One line per failed attempt, with what an operator looks it up by. The error
+    text is the one the decision keeps (redacted of what a backend echoed)."""
+    for attempt in attempts:
+        if not attempt.ok:
+            logger.warning(
+                "Query %s: %s / %s failed (%s): %s",
+                query.request_id,
+                attempt.backend,
+                attempt.flow,
+                attempt.error_type,
+                attempt.error,
+            )
+
+
+async def conclude(
+    query: Query,
+    state: RoutingState,
+    *,
+    result: ExecutionResult | None,
+    winner: Candidate | None,
+    attempts: Sequence[Attempt],
+    may_use_cache: bool = True,
+) -> dict[str, Any]:
+    """Record the outcome and build the answer, or raise with the chain.
+
+    With no answer, a fresh cached one may stand in, unless ``may_use_cache``
+    is off (part of a streamed answer has already gone out).
+    """
+    intent = query.classified.intent
+    query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
+    _log_failed_attempts(query, attempts)
+    breaker_apply_later(breaker_note(attempts, state.health, now()))
+    if result is not None and winner is not None:
+        outcome = "success" if len(attempts) == 1 else "fallback"
+        await record(
+            query,
+            query.decision(
+                outcome,
+                backend_id=winner.backend.id,
+                flow_id=winner.flow.id,
+                score=winner.score,
+                attempts=tuple(attempts),
+                answer=result.text,
+            ),
+            state,
+            CachedAnswer(
+                tenant_id=query.tenant.pk,
+                intent=intent,
+                question=query.backend_question,
+                value={
+                    "answer": result.text,
+                    "backend": winner.backend.name,
+                    "flow": winner.flow.name,
+                },
+                ttl=state.policy.answer_cache_ttl_seconds,
+            ),
+        )
+        return _response(
+            query, result.text, _routing_block(query, winner=winner, attempts=attempts)
+        )
+    cached = (
+        answer_recall(query.tenant.pk, intent, query.backend_question) if may_use_cache else None
+    )
+    if cached is not None:
+        query.cached_from = {"backend": cached["backend"], "flow": cached["flow"]}
+        await record(
+            query,
+            query.decision("cached", attempts=tuple(attempts), answer=cached["answer"]),
+            state,
+        )
+        routing = _routing_block(query, winner=None, attempts=attempts, cached=True)
+        routing["cached_from"] = query.cached_from
+        return _response(query, cached["answer"], routing)
+    budget = state.policy.query_budget_seconds
+    spent = time.perf_counter() - query.started >= budget
+    last_error = attempts[-1].error_type if attempts else "AllBackendsDown"
+    if spent and not attempts:
+        last_error = "BudgetExceeded"
+    failure = AllBackendsFailedError(
+        f"No backend could answer the {intent!r} question"
+        + _why_no_answer(attempts=bool(attempts), spent=spent, budget=budget),
+        details={
+            "request_id": str(query.request_id),
+            "intent": intent,
+            "fallback_chain": [a.as_dict() for a in attempts],
+        },
+    )
+    await record(
+        query,
+        query.decision(
+            "failed",
+            attempts=tuple(attempts),
+            error_type=last_error,
+            error_message=failure.message,
+        ),
+        state,
+    )
+    raise failure
+
+
+async def answered_locally(query: Query, state: RoutingState, answer: str) -> dict[str, Any]:
+    """Record and build an answer Flywheel gave itself (from the conversation)."""
+    query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
+    await record(query, query.decision("success", answer=answer), state)
+    return _response(query, answer, _routing_block(query, winner=None, attempts=()))

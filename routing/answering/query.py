@@ -1,0 +1,125 @@
+"""One query on its way through answering: what it asked, what was found, and its decision."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flywheel import ids
+from flywheel.models import Tenant
+from routing.answering.query_input import QueryRequest
+from routing.answering.sessions import (
+    PastTurn,
+)
+from routing.classification.cascade import IntentResult, Turn
+from routing.classification.query_type import QueryTypeDecision
+from routing.models import ANSWERED_OUTCOMES, Outcome
+from routing.recording.decision import DecisionData
+from routing.selection.planning import Plan
+
+# Tasks that must finish even if the client that started them goes away.
+in_flight: set[asyncio.Task[Any]] = set()
+
+
+def trace_path(request_id: uuid.UUID | str) -> str:
+    return f"/decisions/{request_id}"
+
+
+@dataclass
+class Query:
+    """One query on its way through routing."""
+
+    request: QueryRequest
+    tenant: Tenant
+    request_id: uuid.UUID = field(default_factory=ids.uuid4)
+    started: float = field(default_factory=time.perf_counter)
+    session_id: uuid.UUID | None = None
+    history: list[PastTurn] = field(default_factory=list)
+    intent: IntentResult | None = None
+    query_type: QueryTypeDecision | None = None
+    plan: Plan | None = None
+    backend_question: str = ""
+    local_answer: str | None = None
+    cached_from: dict[str, str] | None = None  # the answer came from the cache: whose it was
+    client_gone: bool = False  # the caller stopped waiting before the answer was ready
+    timings: dict[str, float] = field(default_factory=dict)
+    recorded: bool = False
+
+    @property
+    def classified(self) -> IntentResult:
+        if self.intent is None:
+            raise RuntimeError("the query has not been classified yet")
+        return self.intent
+
+    @property
+    def planned(self) -> Plan:
+        if self.plan is None:
+            raise RuntimeError("the query has no plan (it was answered locally)")
+        return self.plan
+
+    def mark(self, name: str) -> None:
+        elapsed = (time.perf_counter() - self.started) * 1000
+        self.timings[name] = round(elapsed - sum(self.timings.values()), 3)
+
+    def evidence(self) -> dict[str, Any]:
+        """Why the intent and query type are what they are, for the decision's record."""
+        found: dict[str, Any] = {}
+        if self.intent is not None:
+            found["intent"] = list(self.intent.evidence)
+        if self.query_type is not None:
+            qt = self.query_type.as_dict()
+            found["query_type"] = {
+                k: qt[k]
+                for k in ("reasoning", "global_weight", "local_weight", "method", "evidence")
+            }
+        if self.cached_from is not None:
+            found["cached_from"] = self.cached_from
+        if self.plan is not None and self.plan.explored:
+            found["explored"] = self.plan.candidates[0].backend.name
+        return found
+
+    def decision(self, outcome: str, **fields: Any) -> DecisionData:
+        """The decision to record. An answer ready after its caller had gone is
+        ``abandoned``: what the client got, not what routing achieved (the evidence
+        keeps that, as ``answered_as``)."""
+        evidence = self.evidence()
+        if self.client_gone and outcome in ANSWERED_OUTCOMES:
+            evidence["answered_as"] = outcome
+            outcome = Outcome.ABANDONED
+        intent = self.intent
+        qt = self.query_type
+        self.timings.setdefault("total_ms", round((time.perf_counter() - self.started) * 1000, 3))
+        # A session opened for this query whose id the caller never got (no answer) is
+        # not kept: it would be a conversation nobody can continue or look up.
+        opened_here = self.request.session_id is None and fields.get("answer") is None
+        return DecisionData(
+            request_id=self.request_id,
+            tenant_id=self.tenant.pk,
+            question=self.request.question,
+            outcome=outcome,
+            session_id=None if opened_here else self.session_id,
+            intent=intent.intent if intent else "",
+            intent_confidence=intent.confidence if intent else None,
+            intent_method=intent.method if intent else "",
+            query_type=qt.query_type if qt else "",
+            query_type_confidence=qt.confidence if qt else None,
+            evidence=evidence,
+            routing_method=self.plan.routing_method
+            if self.plan
+            else requested_method(self.request),
+            candidates=[c.as_dict() for c in self.plan.candidates] if self.plan else [],
+            timings=dict(self.timings),
+            **fields,
+        )
+
+
+def requested_method(request: QueryRequest) -> str:
+    return "auto" if request.backend.lower() == "auto" and request.flow is None else "explicit"
+
+
+def as_turns(history: Sequence[PastTurn]) -> list[Turn]:
+    return [Turn(t.question, t.intent, t.answer) for t in history]

@@ -1,0 +1,190 @@
+"""Sessions: the conversation Flywheel keeps, whichever backend answers.
+
+The database holds every turn. The last few turns of each session are also
+kept in the shared cache, updated as each answer goes out, so that the next
+question of the conversation finds them at once, in whichever process it
+lands, even while the turn's row is still being written behind the response.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Left
+
+from flywheel import ids
+from flywheel.cache import shared_cache, shared_cache_set
+from flywheel.errors import NotFoundError, ValidationError
+from routing.answering.query_input import SESSION_ID_RULE
+from routing.models import Session, Turn
+from routing.recording.writer import settle
+
+RECENT_TURNS = 5
+MAX_SESSIONS_LISTED = 500
+PREVIEW_CHARS = 140  # of a conversation's last answer, in lists of conversations
+SESSION_KEY = "flywheel:session:{id}"
+SESSION_CACHE_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True)
+class PastTurn:
+    question: str
+    answer: str
+    intent: str
+    backend_id: int | None
+    flow_id: int | None = None  # absent from turns cached before it was kept
+
+
+def _past(turn: Turn) -> PastTurn:
+    return PastTurn(turn.question, turn.answer, turn.intent, turn.backend_id, turn.flow_id)
+
+
+def session_key(session_id: str | uuid.UUID, *, field: str = "session_id") -> uuid.UUID:
+    """The session id as a UUID.
+
+    Raises ValidationError naming ``field`` (where the id came from) for
+    anything else, in the words of the query's own check (routing/answering/query_input.py).
+    """
+    try:
+        return uuid.UUID(str(session_id))
+    except ValueError as err:
+        raise ValidationError(
+            f"{field} must be a UUID returned by an earlier answer.",
+            details={"fields": {field: SESSION_ID_RULE}},
+        ) from err
+
+
+def _cached(key: uuid.UUID) -> dict[str, Any] | None:
+    found = shared_cache().get(SESSION_KEY.format(id=key))
+    return found if isinstance(found, dict) else None
+
+
+def _entry(tenant_id: int, turns: list[PastTurn]) -> dict[str, Any]:
+    # vars(), not asdict(): a turn holds only plain values, and asdict's deep copy of
+    # each cost a question about 30 µs.
+    return {"tenant": tenant_id, "turns": [dict(vars(t)) for t in turns[-RECENT_TURNS:]]}
+
+
+def _cache(key: uuid.UUID, tenant_id: int, turns: list[PastTurn]) -> None:
+    shared_cache().set(SESSION_KEY.format(id=key), _entry(tenant_id, turns), SESSION_CACHE_SECONDS)
+
+
+def session_new(*, tenant_id: int) -> uuid.UUID:
+    """A new session's id; its row is written with its first decision."""
+    return ids.uuid4()
+
+
+def session_cached(*, tenant_id: int, session_id: uuid.UUID) -> list[PastTurn] | None:
+    """The session's last turns from the shared cache; None when it is not there.
+
+    Raises NotFoundError for another tenant's session.
+    """
+    cached = _cached(session_id)
+    if cached is None:
+        return None
+    if cached["tenant"] != tenant_id:
+        raise NotFoundError(f"No session {session_id}.", details={"session_id": str(session_id)})
+    return [PastTurn(**t) for t in cached["turns"]]
+
+
+def session_recent(
+    *, tenant_id: int, session_id: str | uuid.UUID
+) -> tuple[uuid.UUID, list[PastTurn]]:
+    """The session's id and last turns (oldest first).
+
+    Raises ValidationError for an id that is not a UUID, NotFoundError for a
+    session the tenant does not own (another tenant's looks like none at all).
+    """
+    key = session_key(session_id)
+    cached = session_cached(tenant_id=tenant_id, session_id=key)
+    if cached is not None:
+        return key, cached
+    session = Session.objects.filter(pk=key, tenant_id=tenant_id).first()
+    if session is None:
+        raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
+    recent = list(session.turns.order_by("-created_at", "-id")[:RECENT_TURNS])
+    turns = [_past(t) for t in reversed(recent)]
+    _cache(key, tenant_id, turns)
+    return key, turns
+
+
+async def session_remember(
+    *,
+    tenant_id: int,
+    session_id: uuid.UUID,
+    recent: list[PastTurn],
+    turn: PastTurn,
+    alone: bool = False,
+) -> None:
+    """Cache the session's recent turns (as read at the start of the query) plus this one.
+
+    Returns once they are stored; concurrent queries share the round trip
+    (``alone``: no other query is in flight, see shared_cache_set).
+    """
+    await shared_cache_set(
+        SESSION_KEY.format(id=session_id),
+        _entry(tenant_id, [*recent, turn]),
+        SESSION_CACHE_SECONDS,
+        alone=alone,
+    )
+
+
+def session_get(*, tenant_id: int, session_id: str) -> Session:
+    """The tenant's session row, once this process's pending writes have landed.
+
+    Raises ValidationError / NotFoundError like session_recent.
+    """
+    key = session_key(session_id)
+    settle()
+    session = Session.objects.filter(pk=key, tenant_id=tenant_id).first()
+    if session is None:
+        raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
+    return session
+
+
+def session_history(*, tenant_id: int, session_id: str | uuid.UUID) -> list[PastTurn]:
+    """Every stored turn of the tenant's session, oldest first (empty for a new one)."""
+    key = session_key(session_id)
+    turns = Turn.objects.filter(session_id=key, session__tenant_id=tenant_id).order_by(
+        "created_at", "id"
+    )
+    return [_past(t) for t in turns]
+
+
+def sessions_list(*, tenant_id: int, limit: int = 50) -> list[dict[str, Any]]:
+    """The tenant's conversations, most recently active first (at most ``limit``, 1-500),
+    once this process's pending writes have landed: each with ``id``, ``created_at``,
+    ``updated_at``, ``first_question``, ``preview`` (the start of its last answer) and
+    ``turn_count``.
+
+    Sessions without a turn are left out: a query that got no answer (refused, or every
+    backend failed) still records its session, whose id its caller never received. One
+    query. Raises ValidationError for a ``limit`` out of range.
+    """
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or not 0 < limit <= MAX_SESSIONS_LISTED
+    ):
+        raise ValidationError(
+            f"limit must be an integer from 1 to {MAX_SESSIONS_LISTED}.",
+            details={"fields": {"limit": f"Must be an integer from 1 to {MAX_SESSIONS_LISTED}."}},
+        )
+    settle()
+    first = Turn.objects.filter(session=OuterRef("pk")).order_by("created_at", "id")
+    last = Turn.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id")
+    rows = (
+        Session.objects.filter(tenant_id=tenant_id)
+        .annotate(
+            turn_count=Count("turns"),
+            first_question=Subquery(first.values("question")[:1]),
+            preview=Subquery(last.annotate(head=Left("answer", PREVIEW_CHARS)).values("head")[:1]),
+        )
+        .filter(turn_count__gt=0)
+        .order_by("-updated_at", "-id")
+        .values("id", "created_at", "updated_at", "first_question", "preview", "turn_count")[:limit]
+    )
+    return list(rows)

@@ -1,0 +1,213 @@
+"""What routing did: one decision per query, one performance record per attempt."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from backends.models import Backend
+from chatflows.models import Flow
+from flywheel.models import Tenant
+from routing.models.sessions import Session
+
+# RECORD_REFERENCE. The records written for every question (a decision, its
+# performance records, its turn; the session with its first decision) refer to
+# their session, decision, backend and flow without a constraint in the database.
+# Django applies on_delete itself (deleting a backend deletes its performance
+# records and clears its decisions' and turns' references, as before); the
+# writer (routing/recording/batch_sql.py) writes a batch's sessions and decisions in the
+# same statement as what refers to them, and refers only to backends and flows
+# that exist. Checked by PostgreSQL, these ten references cost half of its CPU
+# per question (a trigger each at commit). The tenant's references keep theirs:
+# a decision for a tenant that does not exist is refused and set aside.
+
+
+class IntentMethod(models.TextChoices):
+    RULES = "rules", "Rules"
+    CONTEXT = "context", "Conversation context"
+    EXAMPLE = "example", "A question a person labelled"
+    MODEL = "model", "Model learned from examples"
+    LLM = "llm", "LLM"
+    OVERRIDE = "override", "Override"
+    DEFAULT = "default", "Default: no step was sure"
+
+
+class QueryType(models.TextChoices):
+    GLOBAL = "GLOBAL", "Global"
+    LOCAL = "LOCAL", "Local"
+    HYBRID = "HYBRID", "Hybrid"
+
+
+class RoutingMethod(models.TextChoices):
+    AUTO = "auto", "Automatic"
+    EXPLICIT = "explicit", "Explicit backend"
+
+
+class Outcome(models.TextChoices):
+    SUCCESS = "success", "Answered by the first choice"
+    FALLBACK = "fallback", "Answered after a fallback"
+    CACHED = "cached", "Answered from cache"
+    FAILED = "failed", "Failed"
+    REJECTED = "rejected", "Rejected before routing"
+    ABANDONED = "abandoned", "Answered after the client had gone"
+
+
+# What the client received an answer in (an abandoned answer was ready, but nobody got it).
+ANSWERED_OUTCOMES = (Outcome.SUCCESS, Outcome.FALLBACK, Outcome.CACHED)
+
+
+class RoutingDecision(models.Model):
+    """Everything routing knew and did for one query; written exactly once per query."""
+
+    request_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="decisions")
+    # Every reference but the tenant's has no database constraint: see RECORD_REFERENCE.
+    session = models.ForeignKey(
+        Session,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="decisions",
+        db_constraint=False,
+    )
+    question = models.TextField()
+    intent = models.CharField(max_length=50, blank=True)
+    intent_confidence = models.FloatField(null=True, blank=True)
+    intent_method = models.CharField(max_length=10, choices=IntentMethod.choices, blank=True)
+    query_type = models.CharField(max_length=10, choices=QueryType.choices, blank=True)
+    query_type_confidence = models.FloatField(null=True, blank=True)
+    evidence = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Why: the intent's matched patterns (or context), the query type's "
+        "reasoning and weights.",
+    )
+    routing_method = models.CharField(
+        max_length=10, choices=RoutingMethod.choices, default=RoutingMethod.AUTO
+    )
+    backend = models.ForeignKey(
+        Backend,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="decisions",
+        db_constraint=False,
+    )
+    flow = models.ForeignKey(
+        Flow,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="decisions",
+        db_constraint=False,
+    )
+    score = models.FloatField(null=True, blank=True)
+    candidates = models.JSONField(
+        default=list, blank=True, help_text="Each candidate with its factor scores."
+    )
+    fallback_chain = models.JSONField(
+        default=list, blank=True, help_text="Each attempt, in order, with its outcome."
+    )
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    error_type = models.CharField(max_length=50, blank=True)
+    error_message = models.TextField(
+        blank=True, default="", help_text="What the caller was told when no answer came."
+    )
+    corrected_intent = models.CharField(
+        max_length=50,
+        blank=True,
+        default="",
+        help_text="The intent an admin said it was (intent keeps what was detected); the "
+        "question became a correction example.",
+    )
+    corrected_at = models.DateTimeField(null=True, blank=True)
+    classify_ms = models.FloatField(default=0)
+    route_ms = models.FloatField(default=0)
+    execute_ms = models.FloatField(default=0)
+    total_ms = models.FloatField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        # The analytics app created this table, and owned the model until routing took
+        # it over (routing/migrations/0004): the table, its indexes and constraints
+        # keep their names.
+        db_table = "analytics_routingdecision"
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at"], name="decision_tenant_recent"),
+            # The few corrected decisions, found without reading the others.
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(corrected_at__isnull=False),
+                name="decision_corrected",
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(outcome__in=Outcome.values), name="decision_outcome_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    classify_ms__gte=0, route_ms__gte=0, execute_ms__gte=0, total_ms__gte=0
+                ),
+                name="decision_timings_non_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} ({self.outcome})"
+
+
+class PerformanceRecord(models.Model):
+    """One attempt to run a flow, failed ones included; feeds the performance score."""
+
+    # References without a database constraint (db_constraint=False): see RECORD_REFERENCE.
+    backend = models.ForeignKey(
+        Backend, on_delete=models.CASCADE, related_name="performance", db_constraint=False
+    )
+    flow = models.ForeignKey(
+        Flow,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_constraint=False,
+    )
+    decision = models.ForeignKey(
+        RoutingDecision,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="attempts",
+        db_constraint=False,
+    )
+    intent = models.CharField(max_length=50)
+    latency_ms = models.FloatField()
+    success = models.BooleanField()
+    error_type = models.CharField(max_length=50, blank=True)
+    # What the backend reported using, where it did (Flowise and Langflow report tokens
+    # for flows with LLM nodes, and no cost); null: not reported.
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True, help_text="As the backend reported it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "analytics_performancerecord"  # as RoutingDecision's, see there
+        ordering = ["-created_at"]
+        indexes = [
+            # The hot read: the last N records for a backend + intent.
+            models.Index(
+                fields=["backend", "intent", "-created_at"], name="perf_backend_intent_recent"
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(latency_ms__gte=0), name="perf_latency_non_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.backend.name}/{self.intent}: {'ok' if self.success else self.error_type}"

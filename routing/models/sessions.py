@@ -1,0 +1,73 @@
+"""Sessions: the conversations Flywheel keeps, one turn per answered question."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from backends.models import Backend
+from chatflows.models import Flow
+from flywheel.models import Tenant
+
+
+class Session(models.Model):
+    """A conversation: the turns Flywheel keeps so any backend can continue it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="sessions")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["tenant", "-updated_at"], name="session_tenant_recent")]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+
+class Turn(models.Model):
+    """One question and its answer within a session."""
+
+    # References without a database constraint (db_constraint=False): see RECORD_REFERENCE
+    # (routing/models/decisions.py).
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="turns", db_constraint=False
+    )
+    question = models.TextField()
+    answer = models.TextField(blank=True)
+    intent = models.CharField(max_length=50, blank=True)
+    backend = models.ForeignKey(
+        Backend,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_constraint=False,
+    )
+    flow = models.ForeignKey(
+        Flow,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_constraint=False,
+    )
+    # The decision that answered this turn (turns stored before the link have none).
+    decision = models.OneToOneField(
+        "RoutingDecision",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="turn",
+        db_constraint=False,
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["session", "-created_at"], name="turn_session_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.question[:40]}"

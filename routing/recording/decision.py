@@ -1,0 +1,64 @@
+"""The decision record: what one query did, as the writer, the spool and the store take it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from routing.selection.attempt import Attempt
+
+
+@dataclass(frozen=True)
+class DecisionData:
+    request_id: uuid.UUID
+    tenant_id: int
+    question: str
+    outcome: str
+    session_id: uuid.UUID | None = None
+    intent: str = ""
+    intent_confidence: float | None = None
+    intent_method: str = ""
+    query_type: str = ""
+    query_type_confidence: float | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    routing_method: str = "auto"
+    backend_id: int | None = None
+    flow_id: int | None = None
+    score: float | None = None
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    attempts: tuple[Attempt, ...] = ()
+    error_type: str = ""
+    error_message: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    answer: str | None = None  # a turn is stored when there is an answer
+
+    def decision_columns(self) -> dict[str, Any]:
+        """The RoutingDecision row's columns (by attname), but its id and created_at."""
+        return {
+            "request_id": self.request_id,
+            "tenant_id": self.tenant_id,
+            "session_id": self.session_id,
+            "question": self.question,
+            "intent": self.intent,
+            "intent_confidence": self.intent_confidence,
+            "intent_method": self.intent_method,
+            "query_type": self.query_type,
+            "query_type_confidence": self.query_type_confidence,
+            "evidence": self.evidence,
+            "routing_method": self.routing_method,
+            "backend_id": self.backend_id,
+            "flow_id": self.flow_id,
+            "score": self.score,
+            "candidates": self.candidates,
+            "fallback_chain": [a.as_dict() for a in self.attempts],
+            "outcome": self.outcome,
+            "error_type": self.error_type,
+            "error_message": self.error_message,
+            "corrected_intent": "",
+            "corrected_at": None,
+            "classify_ms": self.timings.get("classify_ms", 0),
+            "route_ms": self.timings.get("route_ms", 0),
+            "execute_ms": self.timings.get("execute_ms", 0),
+            "total_ms": self.timings.get("total_ms", 0),
+        }

@@ -1,0 +1,328 @@
+"""From a question to an ordered list of candidates: classification and selection.
+
+Everything here reads only the in-process RoutingState (no database, no
+network) except the optional LLM, which is awaited only when the rules are
+unsure and an LLM is configured and enabled in the policy.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+
+from backends.selectors import as_id
+from flywheel.errors import ValidationError
+from routing.errors import BackendUnavailableError, NoMatchingFlowError
+from routing.selection.scoring import (
+    BackendEntry,
+    Candidate,
+    FlowEntry,
+    HealthEntry,
+    Performance,
+    Trial,
+    best_flow,
+    match_score,
+    score_candidates,
+    scored,
+    tryable,
+)
+from routing.selection.state import RoutingState
+
+
+@dataclass(frozen=True)
+class Plan:
+    candidates: tuple[Candidate, ...]
+    routing_method: str  # auto | explicit
+    all_down: bool = False  # candidates exist only on backends that are down
+    explored: bool = False  # the first candidate is tried to measure it (see _explore)
+
+
+class _Exploration:
+    """Which questions explore: a share of them, spread evenly (a credit that grows by
+    the share with each question that could explore, spent whole)."""
+
+    def __init__(self) -> None:
+        self._credit = 0.0
+        self._lock = threading.Lock()
+
+    def now(self, share: float) -> bool:
+        with self._lock:
+            self._credit += share
+            if self._credit >= 1.0:
+                self._credit -= 1.0
+                return True
+            return False
+
+    def reset(self) -> None:
+        with self._lock:
+            self._credit = 0.0
+
+
+exploration = _Exploration()
+
+
+def _explore(
+    candidates: list[Candidate], performance: dict[int, Performance], share: float
+) -> tuple[list[Candidate], bool]:
+    """Now and then, put first a healthy backend that serves the intent (not by a generic
+    flow) and has no recent measure: the ranking cannot know it is better until it is
+    tried, and a backend demoted by failures would otherwise never win its traffic back.
+    """
+    if not share or len(candidates) < 2 or candidates[0].trial:
+        return candidates, False
+    unmeasured = [
+        c
+        for c in candidates[1:]
+        if not getattr(performance.get(c.backend.id), "attempts", 0)
+        and c.health == 1.0
+        and not c.generic
+    ]
+    if not unmeasured or not exploration.now(share):
+        return candidates, False
+    first = unmeasured[0]
+    return [first, *(c for c in candidates if c is not first)], True
+
+
+def _named_backends(backends: list[BackendEntry], preference: str) -> list[BackendEntry]:
+    """The backends a query's ``backend`` (not "auto") names: the one of that name, else
+    those of that kind, else the one of that id (as chatflows.lifecycle finds a backend).
+    Raises ValidationError when it names none."""
+    wanted = preference.lower()
+    named = [b for b in backends if b.name.lower() == wanted]
+    # Names are unique per owner: a tenant's own backend may share a shared one's
+    # name, and then the tenant means its own.
+    named = [b for b in named if b.tenant_id is not None] or named
+    named = named or [b for b in backends if b.kind == wanted]
+    if not named and (pk := as_id(preference)) is not None:
+        named = [b for b in backends if b.id == pk]
+    if not named:
+        raise ValidationError(
+            f"No backend named {preference!r}, of that kind or with that id.",
+            details={"backend": preference, "known": sorted(b.name for b in backends)},
+        )
+    return named
+
+
+def _explicit(
+    state: RoutingState,
+    backends: list[BackendEntry],
+    *,
+    preference: str,
+    intent: str,
+    now: datetime,
+    trial: Trial | None,
+) -> Plan:
+    named = _named_backends(backends, preference)
+    usable = [
+        b
+        for b in named
+        if (state.health.get(b.id) is None or state.health[b.id].healthy)
+        and tryable(b.id, state.health.get(b.id), now, trial)
+    ]
+    if not usable:
+        raise BackendUnavailableError(
+            f"Backend {preference!r} is unavailable (unhealthy or in cooldown).",
+            details={"backend": preference},
+        )
+    # The factor scores are recorded for the trace and only order the backends of a
+    # kind asked for by kind; the named backend is used whatever its score.
+    candidates = score_candidates(
+        usable,
+        intent=intent,
+        health={b.id: HealthEntry(True) for b in usable},  # usable: healthy or not yet probed
+        performance=state.performance([b.id for b in usable], intent),
+        policy=state.policy,
+        now=now,
+    )
+    if not candidates:
+        raise NoMatchingFlowError(
+            f"Backend {preference!r} has no flow for intent {intent!r} and no generic flow.",
+            details={"backend": preference, "intent": intent},
+        )
+    return Plan(tuple(candidates), "explicit")
+
+
+def _ranked(
+    state: RoutingState,
+    backends: list[BackendEntry],
+    *,
+    intent: str,
+    query_type: str | None,
+    now: datetime,
+    trial: Trial | None = None,
+) -> tuple[list[Candidate], dict[int, Performance]]:
+    """The backends able to serve the intent, scored best first, and the performance
+    they were scored with."""
+    performance = state.performance([b.id for b in backends], intent)
+    candidates = score_candidates(
+        backends,
+        intent=intent,
+        health=state.health,
+        performance=performance,
+        policy=state.policy,
+        now=now,
+        query_type=query_type,
+        trial=trial,
+    )
+    return candidates, performance
+
+
+def plan(
+    state: RoutingState,
+    *,
+    tenant_id: int | None,
+    intent: str,
+    query_type: str | None,
+    preference: str,
+    now: datetime,
+    trial: Trial | None = None,
+) -> Plan:
+    """The candidates to try, in order. Raises for a bad explicit backend or no matching flow.
+
+    A real query passes ``trial`` (routing.selection.breaker.trial_claim), asked about
+    backends whose breaker awaits a trial query; with it, a share of questions
+    also explore (see _explore). A dry run passes nothing and gets routing's
+    preference as it stands."""
+    backends = state.backends_for(tenant_id)
+    if preference.lower() != "auto":
+        return _explicit(
+            state, backends, preference=preference, intent=intent, now=now, trial=trial
+        )
+    candidates, performance = _ranked(
+        state, backends, intent=intent, query_type=query_type, now=now, trial=trial
+    )
+    if not candidates:
+        if any(best_flow(b, intent, None) for b in backends):
+            return Plan((), "auto", all_down=True)  # matching flows exist, all in cooldown
+        if not backends:
+            raise NoMatchingFlowError(NO_BACKEND, details={"intent": intent, "backends": 0})
+        raise NoMatchingFlowError(
+            f"No flow serves intent {intent!r}, and there is no generic flow. In the admin "
+            "(Flows), add the intent to a flow's keywords or tick 'generic' on one; or run "
+            ".venv/bin/python manage.py set_flow FLOW --backend NAME --generic "
+            f"(or --intents {intent}).",
+            details={"intent": intent},
+        )
+    if trial is None:  # a dry run, or the analytics page: what routing prefers
+        return Plan(tuple(candidates), "auto")
+    ordered, explored = _explore(candidates, performance, state.policy.exploration_share)
+    return Plan(tuple(ordered), "auto", explored=explored)
+
+
+NO_BACKEND = (
+    "No backend is registered yet, so no flow can answer. Add a Flowise or Langflow "
+    "server: in the admin (Backends, Add), with POST /api/v1/backends, or with "
+    "`.venv/bin/python manage.py add_backend --name NAME --kind flowise|langflow --url URL`."
+)
+
+
+@dataclass(frozen=True)
+class Preference:
+    """A backend's standing for an intent now: its scored candidate and the history
+    its performance factor was computed from (None: no attempts yet)."""
+
+    candidate: Candidate
+    history: Performance | None
+
+
+def preferences(
+    state: RoutingState, *, tenant_id: int | None, intent: str, now: datetime
+) -> list[Preference]:
+    """What routing would try now for ``intent``, best first, scored as a query would be
+    (no query type); ``tenant_id=None`` looks at every backend, not only shared ones.
+    Empty when no flow serves the intent or every backend that could is in cooldown."""
+    backends = list(state.backends) if tenant_id is None else state.backends_for(tenant_id)
+    candidates, performance = _ranked(state, backends, intent=intent, query_type=None, now=now)
+    return [Preference(c, performance.get(c.backend.id)) for c in candidates]
+
+
+class FlowNotRoutable(Exception):
+    """The named flow is not among the routable ones: the caller looks up why."""
+
+
+def _named_flows(
+    backends: list[BackendEntry], flow: str, preference: str
+) -> list[tuple[BackendEntry, FlowEntry]]:
+    if preference.lower() != "auto":
+        backends = _named_backends(backends, preference)
+    pk = as_id(flow)  # as chatflows.lifecycle.resolve_flow reads it
+    found = [(b, f) for b in backends for f in b.flows if f.external_id == flow or f.id == pk]
+    by_external_id = [(b, f) for b, f in found if f.external_id == flow]
+    return by_external_id or found
+
+
+def plan_flow(
+    state: RoutingState,
+    *,
+    tenant_id: int | None,
+    intent: str,
+    query_type: str | None,
+    flow: str,
+    preference: str,
+    fallback: bool,
+    now: datetime,
+    trial: Trial | None = None,
+) -> Plan:
+    """Run one given flow (a Flow id or the backend's id for it); with ``fallback``, the
+    usual candidates for the intent follow it. The method is "explicit".
+
+    Raises FlowNotRoutable when the caller's routable flows hold no such flow,
+    ValidationError when the id is on several backends, and
+    BackendUnavailableError when its backend is down or in cooldown (unless
+    ``fallback``).
+    """
+    backends = state.backends_for(tenant_id)
+    named = _named_flows(backends, flow, preference)
+    if not named:
+        raise FlowNotRoutable(flow)
+    if len(named) > 1:
+        raise ValidationError(
+            f"Flow id {flow!r} is on several backends: name one with 'backend'.",
+            details={"flow": flow, "backends": sorted(b.name for b, _ in named)},
+        )
+    backend, entry = named[0]
+    health = state.health.get(backend.id)
+    usable = (health is None or health.healthy) and tryable(backend.id, health, now, trial)
+    first: list[Candidate] = []
+    if usable:
+        performance = state.performance([backend.id], intent).get(backend.id)
+        first.append(
+            scored(
+                backend,
+                entry,
+                intent=intent,
+                match=match_score(entry, intent),
+                health=HealthEntry(True),  # usable: healthy or not yet probed
+                performance=performance,
+                policy=state.policy,
+            )
+        )
+    elif not fallback:
+        raise BackendUnavailableError(
+            f"Backend {backend.name!r} of flow {entry.name!r} is unavailable "
+            "(unhealthy or in cooldown).",
+            details={"backend": backend.name, "flow": flow},
+        )
+    rest: tuple[Candidate, ...] = ()
+    if fallback:
+        try:
+            others = plan(
+                state,
+                tenant_id=tenant_id,
+                intent=intent,
+                query_type=query_type,
+                preference="auto",
+                now=now,
+                trial=trial,
+            ).candidates
+        except NoMatchingFlowError:
+            others = ()
+        rest = tuple(c for c in others if c.flow.id != entry.id)
+    if not first and not rest:
+        raise BackendUnavailableError(
+            f"Backend {backend.name!r} of flow {entry.name!r} is unavailable, and no other "
+            f"flow serves intent {intent!r}.",
+            details={"backend": backend.name, "flow": flow, "intent": intent},
+        )
+    return Plan((*first, *rest), "explicit")
