@@ -124,7 +124,7 @@ def network_transport(*, restricted: bool = False) -> Transport:
 
     A ``restricted`` transport reaches only the addresses backends/addresses.py
     allows. The test suite swaps in one built on httpx, whose backend mocks it
-    uses; the address guard is proven on real sockets (tests/test_transport.py).
+    uses; the address guard is proven on real sockets (tests/backends/test_transport.py).
     """
     return NetworkTransport(restricted=restricted)
 

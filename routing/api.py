@@ -26,7 +26,7 @@ from flywheel.errors import NotFoundError
 from flywheel.jsonout import json_response
 from flywheel.models import ApiKey
 from flywheel.rest import absolute_url, query_integer
-from routing.answering import query_router as querytype_service
+from routing.answering import query_router
 from routing.answering.query_input import query_request, query_type_request
 from routing.answering.service import (
     answer_question,
@@ -119,7 +119,7 @@ async def query_router_route(request: HttpRequest, api_key: ApiKey) -> HttpRespo
     _router_enabled()
     question = query_type_request(json_body(request))
     tenant = api_key.tenant  # loaded with the key
-    result = await querytype_service.route_query_type(question, tenant_slug=tenant.slug)
+    result = await query_router.route_query_type(question, tenant_slug=tenant.slug)
     return JsonResponse(result)
 
 
@@ -127,13 +127,13 @@ async def query_router_route(request: HttpRequest, api_key: ApiKey) -> HttpRespo
 async def query_router_patterns(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """GET /api/v1/query-router/patterns: the GLOBAL and LOCAL rules in use."""
     _router_enabled()
-    return JsonResponse(await db(querytype_service.patterns)())
+    return JsonResponse(await db(query_router.patterns)())
 
 
 @async_api("GET")
 async def query_router_status(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """GET /api/v1/query-router/status: configuration, whether enabled or not."""
-    return JsonResponse(await db(querytype_service.status)())
+    return JsonResponse(await db(query_router.status)())
 
 
 class TurnSerializer(serializers.Serializer):

@@ -17,7 +17,7 @@ export FLYWHEEL_VAR_DIR=${FLYWHEEL_VAR_DIR:-$PWD/var/test}
 # no worker consumes this Redis, which other checkouts share.
 export CELERY_TASK_ALWAYS_EAGER=${CELERY_TASK_ALWAYS_EAGER:-true}
 # A test reaches only the backends it mocks: registering one does not probe it, except
-# in the tests of that (tests/test_onboarding.py), which mock what it asks.
+# in the tests of that (tests/scenarios/test_onboarding.py), which mock what it asks.
 export FLYWHEEL_ONBOARD_NEW_BACKENDS=${FLYWHEEL_ONBOARD_NEW_BACKENDS:-false}
 
 .venv/bin/python scripts/ensure_services.py

@@ -1,7 +1,7 @@
 """A transport for the backend clients that sends through httpx, for the unit tests.
 
 The product carries backend requests on aiohttp (backends/transport.py,
-proven against real sockets in tests/test_transport.py and against the real
+proven against real sockets in tests/backends/test_transport.py and against the real
 servers in tests/live/). Unit tests stand backends in with httpx's mocks:
 respx, which patches httpx's network layer, and ``httpx.MockTransport``
 handlers fed with responses captured from the real servers. This transport
@@ -9,8 +9,8 @@ lets HttpClient and the adapters run unchanged on top of those mocks.
 
 It takes ``restricted`` like the product's transport but does not guard
 addresses: mocked hosts resolve nowhere. The address guard is the aiohttp
-transport's, proven on real sockets (tests/test_transport.py,
-tests/test_backend_security.py).
+transport's, proven on real sockets (tests/backends/test_transport.py,
+tests/scenarios/test_backend_security.py).
 """
 
 from __future__ import annotations

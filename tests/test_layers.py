@@ -5,6 +5,11 @@ imports nothing from analytics. The composition roots (flywheel/urls.py,
 flywheel/asgi.py, and agents/, the MCP door) may import any app; no app imports
 agents.
 
+Inside routing, the rooms stand on each other the same way: models (and the leaf
+modules patterns and errors) ← classification ← selection ← recording ← answering,
+and the doors (api, chat, admin, tasks, signals, management, install) on top; no
+room imports a door.
+
 Every module of an app is parsed, lazy imports inside functions included, so a
 shortcut upwards fails here instead of going unnoticed. What a lower layer
 needs from a higher one it is handed through a hook the higher one registers
@@ -38,6 +43,27 @@ ABOVE = {
     "chatflows": {"routing", "analytics", "agents"},
     "routing": {"analytics", "agents"},
     "analytics": {"agents"},
+}
+# routing's rooms, lowest first: each imports nothing from the rooms after it, and none
+# imports routing's doors (the modules at routing's top level that are not rooms).
+ROOMS = [
+    "routing.patterns",
+    "routing.errors",
+    "routing.models",
+    "routing.classification",
+    "routing.selection",
+    "routing.recording",
+    "routing.answering",
+]
+DOORS = {
+    "routing.api",
+    "routing.chat",
+    "routing.admin",
+    "routing.tasks",
+    "routing.signals",
+    "routing.apps",
+    "routing.management",
+    "routing.install",
 }
 # Calls that import by name at run time: import_module("x"), __import__("x").
 IMPORT_CALLS = {"import_module", "__import__"}
@@ -75,24 +101,54 @@ def imported_modules(source: str, *, package: str) -> Iterator[tuple[int, str]]:
 
 
 def _app_files(app: str) -> list[Path]:
-    return sorted(p for p in (ROOT / app).rglob("*.py") if "migrations" not in p.parts)
+    """The modules of an app or of one room (a dotted package or module), migrations aside."""
+    base = ROOT.joinpath(*app.split("."))
+    if base.with_suffix(".py").is_file():
+        return [base.with_suffix(".py")]
+    return sorted(p for p in base.rglob("*.py") if "migrations" not in p.parts)
 
 
-def _upward_imports(app: str) -> list[str]:
+def _within(module: str, prefixes: set[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _imports_of(place: str, forbidden: set[str]) -> list[str]:
+    """Where the modules of ``place`` import a module under one of ``forbidden``."""
     found = []
-    for path in _app_files(app):
+    for path in _app_files(place):
         module = _module_name(path)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         for line, imported in imported_modules(path.read_text(), package=package):
-            if imported.split(".")[0] in ABOVE[app]:
+            if _within(imported, forbidden):
                 found.append(f"{path.relative_to(ROOT)}:{line} imports {imported}")
     return found
+
+
+def _upward_imports(app: str) -> list[str]:
+    return _imports_of(app, ABOVE[app])
 
 
 @pytest.mark.parametrize("app", sorted(ABOVE))
 def test_an_app_imports_nothing_from_the_layers_above_it(app: str) -> None:
     assert _app_files(app), f"no modules found for {app}"
     assert _upward_imports(app) == []
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_a_routing_room_imports_nothing_from_the_rooms_above_it_nor_a_door(room: str) -> None:
+    above = set(ROOMS[ROOMS.index(room) + 1 :])
+    assert _app_files(room), f"no modules found for {room}"
+    assert _imports_of(room, above | DOORS) == []
+
+
+def test_every_routing_module_is_in_a_room_or_a_door() -> None:
+    placed = set(ROOMS) | DOORS | {"routing"}
+    unplaced = [
+        _module_name(path)
+        for path in _app_files("routing")
+        if not _within(_module_name(path), placed) and _module_name(path) != "routing"
+    ]
+    assert unplaced == []
 
 
 @pytest.mark.parametrize("app", sorted(ABOVE))

@@ -10,7 +10,7 @@ The fitted model is exported as plain numbers (:class:`LearnedModel`: the two
 vocabularies with their idf, the coefficients and intercepts), stored as JSON
 and read back by every process. Classifying a question replays the same
 arithmetic with numpy, without scikit-learn: the hot path neither imports it
-nor pays its per-call validation. tests/test_learned.py holds the two equal.
+nor pays its per-call validation. tests/routing/classification/test_learned.py holds the two equal.
 
 Pure: texts and labels in, a model out; no database (routing.classification.training
 stores, loads and swaps models).

@@ -36,7 +36,7 @@ from routing.selection.scoring import (
 )
 
 # Half of the second within which every process must see a change made anywhere: the
-# rest is for the change's own writes and the request that reads it (tests/test_scale_out
+# rest is for the change's own writes and the request that reads it (tests/scenarios/test_scale_out
 # saw 0.82-0.97 s with a 1 s memo, too close to the promise). Re-reading costs each
 # process two cache reads a second.
 MEMO_SECONDS = 0.5

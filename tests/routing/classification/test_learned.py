@@ -21,7 +21,7 @@ from flywheel.errors import ValidationError
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
 from routing.answering.classify import classify_intent, decide_query_type
-from routing.classification import training as classifier
+from routing.classification import training
 from routing.classification.cascade import cascade, classify_by_rules, settle
 from routing.classification.corrections import decision_correct
 from routing.classification.learned import (
@@ -58,8 +58,8 @@ from routing.models import (
 from routing.recording.decision import DecisionData
 from routing.recording.store import decisions_record
 from routing.selection.state import forget, routing_policy_get, routing_state
+from tests.paths import DATA
 
-DATA = Path(__file__).parent / "data"
 THRESHOLD = 0.7  # the policy's default confidence threshold
 
 
@@ -179,7 +179,7 @@ def test_query_types_are_labelled_at_least_90_percent_and_well_above_rules_alone
 @pytest.fixture
 def examples(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
     defaults_load()  # the shipped examples, no model yet
-    monkeypatch.setattr(classifier, "RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(training, "RECHECK_SECONDS", 0.0)
     classifiers_forget()
 
 
@@ -474,7 +474,7 @@ def test_a_stale_announcement_is_corrected_by_the_next_check(examples: None) -> 
     first = classifier_train(kind=ClassifierKind.INTENT)
     assert first is not None
     # A reader that found no number announced the version it read before a training.
-    shared_cache().set(classifier.VERSION_KEY.format(kind="intent"), first.pk - 1, None)
+    shared_cache().set(training.VERSION_KEY.format(kind="intent"), first.pk - 1, None)
 
     again = classifier_train(kind=ClassifierKind.INTENT)  # beat's check: no new examples
 

@@ -49,11 +49,11 @@ from flywheel.services import api_key_create
 from routing.install import defaults_load
 from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy
 from routing.selection.breaker import MIN_ATTEMPTS
+from tests.paths import ROOT
 from tests.routing_world import refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parent.parent
 CONVERGENCE_SECONDS = 1.0  # what the README promises: "every process sees it within a second"
 GIVE_UP_SECONDS = 5.0  # polling goes on past the promise, so a late change is measured too
 POLL_SECONDS = 0.005

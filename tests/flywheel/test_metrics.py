@@ -25,11 +25,11 @@ from backends.models import BackendHealth
 from flywheel.asgi import application
 from flywheel.asyncdb import db
 from routing.recording.writer import drain
+from tests.paths import ROOT
 from tests.routing_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 REVIEW = "Please review my pull request"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _value(name: str, **labels: str) -> float:

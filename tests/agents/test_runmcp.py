@@ -31,11 +31,11 @@ from chatflows.models import Flow
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
 from routing.install import defaults_load
+from tests.paths import ROOT
 from tests.routing_world import refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 60.0
 
 

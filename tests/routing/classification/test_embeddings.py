@@ -19,7 +19,7 @@ from asgiref.sync import async_to_sync
 from django.test import override_settings
 
 from routing.answering.classify import classify_intent
-from routing.classification import training as classifier
+from routing.classification import training
 from routing.classification.embeddings import embeddings_forget
 from routing.classification.learned import neighbours_of, train
 from routing.classification.training import (
@@ -73,7 +73,7 @@ def _inputs(route: respx.Route) -> list[str]:
 @pytest.fixture
 def examples(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
     defaults_load()
-    monkeypatch.setattr(classifier, "RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(training, "RECHECK_SECONDS", 0.0)
     classifiers_forget()
     embeddings_forget()
 

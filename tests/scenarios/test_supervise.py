@@ -9,7 +9,9 @@ import subprocess
 import time
 from pathlib import Path
 
-SUPERVISE = Path(__file__).resolve().parent.parent / "scripts" / "supervise.sh"
+from tests.paths import ROOT
+
+SUPERVISE = ROOT / "scripts" / "supervise.sh"
 
 
 def _supervise(command: str) -> subprocess.Popen[bytes]:

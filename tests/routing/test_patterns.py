@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -12,6 +11,7 @@ from django.core.exceptions import ValidationError
 from routing.classification.rules import build_rules, default_rules
 from routing.classification.shipped import DEFAULT_INTENTS, DEFAULT_SCOPE_PATTERNS
 from routing.patterns import compile_pattern, validate_keyword, validate_regex
+from tests.paths import DATA
 
 
 @pytest.mark.parametrize(
@@ -72,7 +72,7 @@ def test_regexes_match_ignoring_case() -> None:
 
 def _every_question() -> list[str]:
     found: list[str] = []
-    for path in sorted((Path(__file__).parent / "data").glob("intent_*.jsonl")):
+    for path in sorted(DATA.glob("intent_*.jsonl")):
         found += [json.loads(line)["question"] for line in path.read_text().splitlines() if line]
     return found
 

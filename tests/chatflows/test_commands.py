@@ -10,8 +10,8 @@ from django.core.management.base import CommandError
 
 from chatflows.models import Flow
 from routing.errors import NoMatchingFlowError
+from tests.routing.answering.test_service import ask
 from tests.routing_world import World, refresh
-from tests.test_query import ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUESTION = "Write a haiku about the sea"  # creative-orientation: no flow serves it

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 import httpx
 import pytest
@@ -26,10 +25,10 @@ from routing.classification.rules import VERSION_KEY, intent_rules
 from routing.install import defaults_load
 from routing.models import Intent, IntentPattern, RoutingPolicy
 from routing.selection.state import routing_state
+from tests.paths import DATA
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-DATA = Path(__file__).parent / "data"
 THRESHOLD = 0.7
 LLM = {"LLM_BASE_URL": "http://llm.test/v1", "LLM_API_KEY": "sk-LLM-SECRET", "LLM_MODEL": "m"}
 

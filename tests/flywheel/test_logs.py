@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -19,10 +18,10 @@ from flywheel.models import Tenant
 from routing.answering.query_input import query_request
 from routing.answering.service import answer_question
 from routing.recording.writer import drain
+from tests.paths import ROOT
 from tests.routing_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

@@ -5,14 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from flywheel.env import as_bool, as_database, as_positive_int, read
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def _start_django(**env: str) -> subprocess.CompletedProcess[str]:

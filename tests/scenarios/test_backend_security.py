@@ -32,15 +32,15 @@ from flywheel.models import Tenant
 from routing.install import defaults_load
 from routing.models import RoutingDecision
 from routing.recording.writer import drain
-from tests.captured import response
-from tests.routing_world import World, refresh
-from tests.test_backend_addresses import (  # noqa: F401 - dns is an autouse fixture
+from tests.backends.test_addresses import (  # noqa: F401 - dns is an autouse fixture
     OPAQUE_KEY,
     _admin_form,
     _post,
     committed,
     dns,
 )
+from tests.captured import response
+from tests.routing_world import World, refresh
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """The decision trace page: staff who may view routing decisions see every tenant's,
-members of a tenant their own (tests/test_pages.py), and no one else."""
+members of a tenant their own (tests/analytics/test_pages.py), and no one else."""
 
 from __future__ import annotations
 
