@@ -247,12 +247,14 @@ def _authenticated(digest: str, remembered: dict[str, Any] | None) -> ApiKey:
     stale = api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION
     if stale and remembered is None:  # just read from the database: it answers
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
-    elif stale:  # the cache vouches for the key: the request does not wait for the database
-        _key_uses.submit(_note_use, api_key.pk, api_key.prefix, digest, now)
     if stale:
         api_key.last_used_at = now
     if stale or remembered is None:
         _remember_key(digest, api_key)
+    if stale and remembered is not None:
+        # The cache vouches for the key: its use is noted behind the request. Submitted
+        # after the cache write above, so that a revoked key's forget comes after it.
+        _key_uses.submit(_note_use, api_key.pk, api_key.prefix, digest, now)
     return api_key
 
 

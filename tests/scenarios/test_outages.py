@@ -300,3 +300,29 @@ def test_a_key_revoked_while_the_cache_missed_it_stops_at_its_next_noted_use(
     assert api_key_recall(raw_key=raw_api_key) is None
     with pytest.raises(AuthenticationError):
         api_key_authenticate(raw_key=raw_api_key)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_revoked_keys_forget_lands_after_the_request_caches_the_key(
+    raw_api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request writes the key to the cache while its use is being noted: the thread
+    # that finds the key revoked must forget it after that write, not before it.
+    api_key = api_key_authenticate(raw_key=raw_api_key)
+    ApiKey.objects.filter(pk=api_key.pk).update(revoked_at=timezone.now())  # delete missed
+    monkeypatch.setattr(services, "LAST_USED_RESOLUTION", timedelta(0))
+    api_keys_forget_memo()
+    remember = services._remember_key
+
+    def slow_remember(digest: str, key: ApiKey) -> None:
+        time.sleep(0.2)  # the use-noting thread has long run by now
+        remember(digest, key)
+
+    monkeypatch.setattr(services, "_remember_key", slow_remember)
+
+    api_key_authenticate(raw_key=raw_api_key)  # the cache still vouches for it, once
+    api_key_uses_settle()
+    api_keys_forget_memo()
+
+    with pytest.raises(AuthenticationError):
+        api_key_authenticate(raw_key=raw_api_key)
