@@ -54,8 +54,9 @@ test: $(VENV)/.dev-installed
 	scripts/test.sh -m "not live" $(ARGS)
 
 # Tests against the real servers of `make peers`; FLYWHEEL_LIVE=1 makes an unreachable one fail.
+# One process: the live servers are shared, and their tests few.
 test-live: $(VENV)/.dev-installed
-	scripts/test.sh -m live $(ARGS)
+	TEST_WORKERS=0 scripts/test.sh -m live $(ARGS)
 
 # Schemathesis against a served Flywheel with its own database and cache prefix;
 # ARGS go to schemathesis (scripts/fuzz.py says what it sets up and its bounds).

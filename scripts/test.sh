@@ -22,4 +22,8 @@ export FLYWHEEL_ONBOARD_NEW_BACKENDS=${FLYWHEEL_ONBOARD_NEW_BACKENDS:-false}
 
 .venv/bin/python scripts/ensure_services.py
 scripts/ensure_browser.sh
-exec .venv/bin/pytest "$@"
+# The suite runs on every core, a test file per worker at a time (pytest-xdist, with a
+# database, cache prefix and var directory per worker: tests/parallel.py); TEST_WORKERS=0
+# runs it in this process. tests.parallel must load before Django reads its settings.
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+exec .venv/bin/pytest -p tests.parallel -n "${TEST_WORKERS:-$(nproc)}" --dist loadfile "$@"

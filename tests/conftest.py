@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from backends.models import Backend
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
+from routing.classification import learned, training
 
 # Shared fixtures that live beside their helpers.
 pytest_plugins = ["tests.routing_world"]
@@ -39,6 +40,28 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     servers_spool = Path(settings.SPOOL_DIR).with_name("spool-servers")
     shutil.rmtree(servers_spool, ignore_errors=True)
     os.environ["FLYWHEEL_SPOOL_DIR"] = str(servers_spool)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _each_example_set_trained_once() -> Iterator[None]:
+    """Training a classifier costs seconds (a cross-validation and a fit, most of the
+    suite's time when each test trained afresh), and the same examples train the same
+    model (fixed random state): the suite trains each set of examples once per worker.
+    What calls routing.classification.learned.train itself (its own tests) is not
+    memoised; classifier_train still stores, announces and keeps versions as always."""
+    trained: dict[tuple[Any, ...], learned.LearnedModel] = {}
+
+    def train_once(
+        texts: Any, labels: Any, *, folds: int = 5, exact: dict[str, str] | None = None
+    ) -> learned.LearnedModel:
+        key = (tuple(texts), tuple(labels), folds, tuple(sorted((exact or {}).items())))
+        if key not in trained:
+            trained[key] = learned.train(texts, labels, folds=folds, exact=exact)
+        return trained[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(training, "train", train_once)
+        yield
 
 
 @pytest.fixture
