@@ -1,9 +1,10 @@
 """The flow lifecycle (seed 003): list, get, create, update, delete, deploy, generate.
 
-Every door (REST, MCP, admin, commands) calls these. They work on both
-kinds as far as each allows: Flowise chatflows, and Langflow flows (which
-have no type, no deployment step and no generator: asking for those is a
-ValidationError naming the kind, never a silent no-op).
+Every door (REST, MCP, admin, commands) calls these. They work on every
+kind through the adapter interface (backends/adapters/base.py), as far as
+each kind allows: what a kind cannot do (Langflow has no flow types, no
+deployment step and no generator) is a ValidationError naming the kind,
+never a silent no-op.
 
 - Input is checked here, before any call to a backend: a name of 1-255
   characters; ``flow_data`` a JSON object under 1 MB holding ``nodes`` and
@@ -24,19 +25,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 
-from backends.adapters import get_adapter
-from backends.adapters.base import DiscoveredFlow
-from backends.adapters.flowise import FlowiseBackend
-from backends.adapters.flowise import discovered_flow as flowise_flow
-from backends.adapters.langflow import LangflowBackend
-from backends.adapters.langflow import discovered_flow as langflow_flow
+from backends.adapters import adapter_class, generating_kinds, get_adapter, kinds
+from backends.adapters.base import FlowBackend, FlowRecord
 from backends.errors import BackendNotFoundError
 from backends.models import Backend
 from backends.selectors import as_id
@@ -50,7 +46,6 @@ from flywheel.jsonin import string_problem
 from flywheel.models import Tenant
 
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
-KINDS = ("flowise", "langflow")
 MAX_NAME = 255
 MAX_FLOW_DATA_BYTES = 1_000_000
 MIN_DESCRIPTION = 10
@@ -196,7 +191,7 @@ def _visible(tenant: Tenant | None) -> Q:
 def _find_backend(tenant: Tenant | None, backend: str) -> Backend:
     """A backend the caller may see, by name (its own before a shared one of that name),
     else by id: as routing.planning reads a query's backend."""
-    candidates = Backend.objects.filter(_visible(tenant), kind__in=KINDS)
+    candidates = Backend.objects.filter(_visible(tenant), kind__in=kinds())
     pk = as_id(backend)
     found = candidates.filter(Q(name__iexact=backend) | Q(pk=pk) if pk else Q(name__iexact=backend))
     wanted = backend.lower()
@@ -228,7 +223,7 @@ def resolve_flow(
     backend by a tenant).
     """
     known = Flow.objects.active().filter(backend__in=Backend.objects.filter(_visible(tenant)))
-    known = known.filter(backend__kind__in=KINDS).select_related("backend")
+    known = known.filter(backend__kind__in=kinds()).select_related("backend")
     if backend is not None:
         chosen = _find_backend(tenant, backend)
         row = known.filter(backend=chosen, external_id=flow_id).first()
@@ -265,7 +260,7 @@ def resolve_backend_for_create(*, tenant: Tenant | None, backend: str | None) ->
         _may_write(tenant, chosen)
         return chosen
     owned = Q() if tenant is None else Q(tenant=tenant)
-    writable = list(Backend.objects.filter(owned, kind__in=KINDS, enabled=True).order_by("name"))
+    writable = list(Backend.objects.filter(owned, kind__in=kinds(), enabled=True).order_by("name"))
     if len(writable) != 1:
         raise _invalid(
             "backend",
@@ -280,85 +275,45 @@ def resolve_backend_for_create(*, tenant: Tenant | None, backend: str | None) ->
     return writable[0]
 
 
-def _unsupported(backend: Backend, what: str) -> ValidationError:
-    return ValidationError(
-        f"{backend.kind.capitalize()} backend {backend.name!r} does not support {what}.",
-        details={"backend": backend.name, "kind": backend.kind, "operation": what},
-    )
-
-
 # --- the backend's records, in one shape ----------------------------------------------
 
 
-def _iso(value: Any) -> str | None:
-    return str(value) if value else None
+def _adapter(backend: Backend) -> FlowBackend:
+    return get_adapter(backend_config(backend))
 
 
-def _record(backend: Backend, raw: Mapping[str, Any], *, with_data: bool) -> dict[str, Any]:
-    """A flow as seed 003 shows it, whatever the kind; nothing else of the raw record
-    (Flowise keeps key ids and webhook secrets there) is passed on."""
-    if backend.kind == "flowise":
-        data = raw.get("flowData")
-        shown: dict[str, Any] = {
-            "id": str(raw["id"]),
-            "name": str(raw.get("name") or ""),
-            "type": str(raw.get("type") or "CHATFLOW"),
-            "deployed": bool(raw.get("deployed")),
-            "description": str(raw.get("category") or ""),
-            "createdDate": _iso(raw.get("createdDate")),
-            "updatedDate": _iso(raw.get("updatedDate")),
-        }
-    else:
-        data = raw.get("data")
-        shown = {
-            "id": str(raw["id"]),
-            "name": str(raw.get("name") or ""),
-            "type": "FLOW",
-            "deployed": True,  # Langflow has no deployment step: every flow runs
-            "description": str(raw.get("description") or ""),
-            "createdDate": None,
-            "updatedDate": _iso(raw.get("updated_at")),
-        }
-    shown["backend"] = backend.name
-    shown["backend_id"] = backend.pk
-    shown["kind"] = backend.kind
+def _record(backend: Backend, record: FlowRecord, *, with_data: bool) -> dict[str, Any]:
+    """A flow as seed 003 shows it, whatever the kind (the adapter made the record)."""
+    shown: dict[str, Any] = {
+        "id": record.id,
+        "name": record.name,
+        "type": record.type,
+        "deployed": record.deployed,
+        "description": record.description,
+        "createdDate": record.created,
+        "updatedDate": record.updated,
+        "backend": backend.name,
+        "backend_id": backend.pk,
+        "kind": backend.kind,
+    }
     if with_data:
+        data = record.flow_data
         shown["flowData"] = data if isinstance(data, str) or data is None else json.dumps(data)
     return shown
 
 
-def _discovered(backend: Backend, raw: Mapping[str, Any]) -> DiscoveredFlow:
-    """What the Flow row keeps of a record, as discovery would have stored it."""
-    if backend.kind == "flowise":
-        return flowise_flow(raw)
-    return langflow_flow(raw)
-
-
-async def _stored(backend: Backend, raw: Mapping[str, Any]) -> Flow:
-    flow = await db(flow_upsert)(backend=backend, item=_discovered(backend, raw))
+async def _stored(backend: Backend, record: FlowRecord, *, with_data: bool) -> dict[str, Any]:
+    """Keep the Flow row in step with ``record``; the record as shown, with ``flow_id``."""
+    flow = await db(flow_upsert)(backend=backend, item=record.discovered)
     await db(snapshot.publish_flows)()
-    return flow
-
-
-def _flowise(backend: Backend) -> FlowiseBackend:
-    adapter = get_adapter(backend_config(backend))
-    if not isinstance(adapter, FlowiseBackend):
-        raise _unsupported(backend, "chatflow operations")
-    return adapter
-
-
-def _langflow(backend: Backend) -> LangflowBackend:
-    adapter = get_adapter(backend_config(backend))
-    if not isinstance(adapter, LangflowBackend):
-        raise _unsupported(backend, "flow operations")
-    return adapter
+    return {**_record(backend, record, with_data=with_data), "flow_id": flow.pk}
 
 
 def _row_fields(flow: Flow) -> dict[str, Any]:
     return {
         "id": flow.external_id,
         "name": flow.name,
-        "type": (flow.flow_type or "CHATFLOW") if flow.backend.kind == "flowise" else "FLOW",
+        "type": adapter_class(flow.backend.kind).shown_type(flow.flow_type),
         "deployed": flow.deployed,
         "description": flow.description,
         "backend": flow.backend.name,
@@ -378,10 +333,10 @@ def chatflows_list(
 ) -> list[dict[str, Any]]:
     """The flows Flywheel knows on the backends the caller may see (kept by discovery and
     by every write made through Flywheel), by backend name then flow name; ``backend``
-    and ``flow_type`` narrow it. Langflow flows have no type: they show as "FLOW"."""
+    and ``flow_type`` narrow it. Flows of a kind without types (Langflow) show as "FLOW"."""
     backend = check_backend(backend)
     rows = Flow.objects.active().filter(
-        backend__in=Backend.objects.filter(_visible(tenant)), backend__kind__in=KINDS
+        backend__in=Backend.objects.filter(_visible(tenant)), backend__kind__in=kinds()
     )
     if backend is not None:
         rows = rows.filter(backend=_find_backend(tenant, backend))
@@ -399,12 +354,8 @@ async def chatflow_get(
     target = await db(resolve_flow)(
         tenant=tenant, flow_id=check_flow_id(chatflow_id), backend=check_backend(backend)
     )
-    if target.backend.kind == "flowise":
-        raw = await _flowise(target.backend).get_chatflow(target.external_id)
-    else:
-        raw = await _langflow(target.backend).get_flow(target.external_id)
-    flow = await _stored(target.backend, raw)
-    return {**_record(target.backend, raw, with_data=True), "flow_id": flow.pk}
+    record = await _adapter(target.backend).get_flow(target.external_id)
+    return await _stored(target.backend, record, with_data=True)
 
 
 async def chatflow_create(
@@ -418,8 +369,8 @@ async def chatflow_create(
 ) -> dict[str, Any]:
     """Create a flow on the caller's backend; returns it with Flywheel's ``flow_id``.
 
-    Langflow has no flow types or deployment: ``type`` other than CHATFLOW and
-    ``deployed: false`` are refused for it.
+    A kind without flow types or deployment (Langflow) refuses a ``type``
+    other than CHATFLOW and ``deployed: false``.
     """
     name = check_name(name)
     data = check_flow_data(flow_data)
@@ -427,18 +378,10 @@ async def chatflow_create(
     if deployed is not None:
         deployed = check_deployed(deployed)
     chosen = await db(resolve_backend_for_create)(tenant=tenant, backend=check_backend(backend))
-    if chosen.kind == "flowise":
-        raw = await _flowise(chosen).create_chatflow(
-            {"name": name, "flowData": data, "type": flow_type, "deployed": bool(deployed)}
-        )
-    else:
-        if flow_type != "CHATFLOW":
-            raise _unsupported(chosen, f"flow types ({flow_type})")
-        if deployed is False:
-            raise _unsupported(chosen, "undeployed flows (every Langflow flow can run)")
-        raw = await _langflow(chosen).create_flow({"name": name, "data": data})
-    flow = await _stored(chosen, raw)
-    return {**_record(chosen, raw, with_data=False), "flow_id": flow.pk}
+    record = await _adapter(chosen).create_flow(
+        name=name, flow_data=data, flow_type=flow_type, deployed=deployed
+    )
+    return await _stored(chosen, record, with_data=False)
 
 
 async def chatflow_update(
@@ -451,14 +394,10 @@ async def chatflow_update(
     backend: Any = None,
 ) -> dict[str, Any]:
     """Change a flow's name, flowData or deployment (at least one)."""
-    fields: dict[str, Any] = {}
-    if name is not None:
-        fields["name"] = check_name(name)
-    if flow_data is not None:
-        fields["data"] = check_flow_data(flow_data)
-    if deployed is not None:
-        fields["deployed"] = check_deployed(deployed)
-    if not fields:
+    name = None if name is None else check_name(name)
+    data = None if flow_data is None else check_flow_data(flow_data)
+    deployed = None if deployed is None else check_deployed(deployed)
+    if name is None and data is None and deployed is None:
         raise ValidationError(
             "Nothing to update: give name, flow_data or deployed.",
             details={"field": None, "constraint": "anyOf", "fields": {"name": "One is required."}},
@@ -469,23 +408,16 @@ async def chatflow_update(
         backend=check_backend(backend),
         write=True,
     )
-    if target.backend.kind == "flowise":
-        body = {k: v for k, v in fields.items() if k != "data"}
-        if "data" in fields:
-            body["flowData"] = fields["data"]
-        raw = await _flowise(target.backend).update_chatflow(target.external_id, body)
-    else:
-        if "deployed" in fields:
-            raise _unsupported(target.backend, "deployment (every Langflow flow can run)")
-        raw = await _langflow(target.backend).update_flow(target.external_id, fields)
-    flow = await _stored(target.backend, raw)
-    return {**_record(target.backend, raw, with_data=False), "flow_id": flow.pk}
+    record = await _adapter(target.backend).update_flow(
+        target.external_id, name=name, flow_data=data, deployed=deployed
+    )
+    return await _stored(target.backend, record, with_data=False)
 
 
 async def chatflow_deploy(
     *, tenant: Tenant | None, chatflow_id: Any, deployed: Any, backend: Any = None
 ) -> dict[str, Any]:
-    """Deploy or undeploy a Flowise chatflow (Langflow: a ValidationError naming the kind)."""
+    """Deploy or undeploy a flow (a kind without deployment: a ValidationError naming it)."""
     wanted = check_deployed(deployed)
     target = await db(resolve_flow)(
         tenant=tenant,
@@ -493,11 +425,8 @@ async def chatflow_deploy(
         backend=check_backend(backend),
         write=True,
     )
-    if target.backend.kind != "flowise":
-        raise _unsupported(target.backend, "deployment (every Langflow flow can run)")
-    raw = await _flowise(target.backend).deploy_chatflow(target.external_id, wanted)
-    flow = await _stored(target.backend, raw)
-    return {**_record(target.backend, raw, with_data=False), "flow_id": flow.pk}
+    record = await _adapter(target.backend).deploy_flow(target.external_id, wanted)
+    return await _stored(target.backend, record, with_data=False)
 
 
 async def chatflow_delete(
@@ -515,10 +444,7 @@ async def chatflow_delete(
         write=True,
     )
     try:
-        if target.backend.kind == "flowise":
-            await _flowise(target.backend).delete_chatflow(target.external_id)
-        else:
-            await _langflow(target.backend).delete_flow(target.external_id)
+        await _adapter(target.backend).delete_flow(target.external_id)
     except BackendNotFoundError:
         await db(flow_mark_removed)(backend=target.backend, external_id=target.external_id)
         await db(snapshot.publish_flows)()
@@ -537,31 +463,41 @@ def generator_model() -> dict[str, Any] | None:
     return settings.FLOWISE_GENERATOR_MODEL or None
 
 
+def _generators(joiner: str) -> str:
+    """The kinds that have a generator, by name: "Flowise"."""
+    return joiner.join(adapter_class(kind).label for kind in generating_kinds())
+
+
 def _generator_backend(tenant: Tenant | None, backend: str | None) -> Backend:
-    """A Flowise backend to generate on: the named one, or the first shared one.
+    """A backend with a generator to generate on: the named one, or the first shared one.
 
     The configured chat model (which may carry credentials) goes only to
     shared backends, the operator's own servers, never to a tenant's.
     """
     if backend is not None:
         chosen = _find_backend(tenant, backend)
-        if chosen.kind != "flowise":
-            raise _unsupported(chosen, "generating flows (only Flowise has a generator)")
+        if chosen.kind not in generating_kinds():
+            makers = _generators(" and ")
+            verb = "has" if len(generating_kinds()) == 1 else "have"
+            raise adapter_class(chosen.kind).unsupported(
+                chosen.name, f"generating flows (only {makers} {verb} a generator)"
+            )
     else:
         first = (
-            Backend.objects.filter(kind="flowise", enabled=True, tenant__isnull=True)
+            Backend.objects.filter(kind__in=generating_kinds(), enabled=True, tenant__isnull=True)
             .order_by("name")
             .first()
         )
         if first is None:
             raise ValidationError(
-                "No shared Flowise backend to generate on.", details={"operation": "generate"}
+                f"No shared {_generators(' or ')} backend to generate on.",
+                details={"operation": "generate"},
             )
         chosen = first
     if chosen.tenant_id is not None:
         raise ValidationError(
-            "Flows are generated on shared Flowise backends only: the generator's chat "
-            "model is the operator's and is never sent to a tenant's server.",
+            f"Flows are generated on shared {_generators(' or ')} backends only: the "
+            "generator's chat model is the operator's and is never sent to a tenant's server.",
             details={"backend": chosen.name, "operation": "generate"},
         )
     return chosen
@@ -578,8 +514,9 @@ def suggested_name(description: str) -> str:
 async def chatflow_generate(
     *, tenant: Tenant | None, description: Any, backend: Any = None
 ) -> dict[str, Any]:
-    """Ask Flowise to generate an AgentFlow V2 for ``description``: ``{flowData, name,
-    description}``, ready for chatflow_create. Nothing is stored."""
+    """Ask a backend's generator (Flowise's AgentFlow V2) for a flow that does what
+    ``description`` says: ``{flowData, name, description}``, ready for chatflow_create.
+    Nothing is stored."""
     text = check_description(description)
     model = generator_model()
     if model is None:
@@ -588,8 +525,7 @@ async def chatflow_generate(
             details={"operation": "generate", "setting": "FLOWISE_GENERATOR_MODEL"},
         )
     chosen = await db(_generator_backend)(tenant, check_backend(backend))
-    generated = await _flowise(chosen).generate_agentflow_v2(text, model)
-    flow_data = {"nodes": generated.get("nodes") or [], "edges": generated.get("edges") or []}
+    flow_data = await _adapter(chosen).generate_flow(text, model)
     return {
         "flowData": json.dumps(flow_data),
         "name": suggested_name(text),

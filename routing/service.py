@@ -21,8 +21,9 @@ from typing import Any
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest
 
+from backends.adapters import kinds
 from backends.adapters.base import Exchange, ExecutionResult
-from chatflows.lifecycle import KINDS, resolve_flow
+from chatflows.lifecycle import resolve_flow
 from flywheel import ids, logs
 from flywheel.asyncdb import db
 from flywheel.errors import (
@@ -361,7 +362,7 @@ async def _plan(
 def _why_not_routable(tenant: Tenant | None, flow: str, backend: str) -> ApplicationError | None:
     """Why a named flow cannot run, read from the database on this error path only;
     None when the database has it runnable (the routing state is behind)."""
-    named = None if backend.lower() in {"auto", *KINDS} else backend
+    named = None if backend.lower() in {"auto", *kinds()} else backend
     try:
         target = resolve_flow(tenant=tenant, flow_id=flow, backend=named)
     except ApplicationError as err:

@@ -23,15 +23,18 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from backends.adapters.base import (
+    DEFAULT_FLOW_TYPE,
     DiscoveredFlow,
     Exchange,
     ExecutionResult,
     FlowBackend,
+    FlowRecord,
     HealthResult,
     StreamEvent,
     Usage,
     money,
     sum_usage,
+    timestamp,
     token_count,
 )
 from backends.errors import (
@@ -158,6 +161,10 @@ def prediction_body(
 
 class FlowiseBackend(FlowBackend):
     kind = "flowise"
+    label = "Flowise"
+    flow_types = CHATFLOW_TYPES
+    deployable = True
+    generates = True
 
     map_error = staticmethod(map_error)
 
@@ -280,45 +287,64 @@ class FlowiseBackend(FlowBackend):
                 "end", "".join(parts), session, usage=stream_usage(executed, streamed_usage)
             )
 
-    # --- chatflow management ------------------------------------------------------
+    # --- managing chatflows ------------------------------------------------------
 
-    async def list_chatflows(self, flow_type: str | None = None) -> list[dict[str, Any]]:
-        params = {"type": flow_type} if flow_type else None
-        response = await self.http.request("GET", "/api/v1/chatflows", params=params)
-        return [_decode_record(r) for r in _json_or_not_found(response, self.config.name)]
+    async def list_flows(self) -> list[FlowRecord]:
+        response = await self.http.request("GET", "/api/v1/chatflows")
+        body = _json_or_not_found(response, self.config.name)
+        if not isinstance(body, list):
+            raise unreadable("Flowise", self.config.name, "flow list", response)
+        return [self._record(item, response) for item in body]
 
-    async def get_chatflow(self, chatflow_id: str) -> dict[str, Any]:
-        response = await self.http.request("GET", f"/api/v1/chatflows/{chatflow_id}")
-        return _decode_record(_json_or_not_found(response, self.config.name))
+    async def get_flow(self, flow_id: str) -> FlowRecord:
+        response = await self.http.request("GET", f"/api/v1/chatflows/{flow_id}")
+        return self._record(_json_or_not_found(response, self.config.name), response)
 
-    async def create_chatflow(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+    async def _create_flow(
+        self, *, name: str, flow_data: Mapping[str, Any], flow_type: str, deployed: bool | None
+    ) -> FlowRecord:
+        fields = {
+            "name": name,
+            "flowData": flow_data,
+            "type": flow_type,
+            "deployed": bool(deployed),
+        }
         response = await self.http.request("POST", "/api/v1/chatflows", json=_encode_fields(fields))
-        return _decode_record(_json_or_not_found(response, self.config.name))
+        return self._record(_json_or_not_found(response, self.config.name), response)
 
-    async def update_chatflow(self, chatflow_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    async def _update_flow(
+        self,
+        flow_id: str,
+        *,
+        name: str | None,
+        flow_data: Mapping[str, Any] | None,
+        description: str | None,
+        deployed: bool | None,
+    ) -> FlowRecord:
+        # A flow's description is what Flowise calls its category (see flow_record).
+        given = {"name": name, "flowData": flow_data, "category": description, "deployed": deployed}
+        return await self.put_chatflow(flow_id, {k: v for k, v in given.items() if v is not None})
+
+    async def put_chatflow(self, chatflow_id: str, fields: Mapping[str, Any]) -> FlowRecord:
+        """Change any of a chatflow's fields, in Flowise's own names (``apiConfig``...)."""
         response = await self.http.request(
             "PUT", f"/api/v1/chatflows/{chatflow_id}", json=_encode_fields(fields)
         )
-        return _decode_record(_json_or_not_found(response, self.config.name))
+        return self._record(_json_or_not_found(response, self.config.name), response)
 
-    async def delete_chatflow(self, chatflow_id: str) -> None:
+    async def delete_flow(self, flow_id: str) -> None:
         # Not retried: a retry after a lost answer would report "not found".
-        response = await self.http.request(
-            "DELETE", f"/api/v1/chatflows/{chatflow_id}", retry=False
-        )
+        response = await self.http.request("DELETE", f"/api/v1/chatflows/{flow_id}", retry=False)
         _json_or_not_found(response, self.config.name)
 
-    async def deploy_chatflow(self, chatflow_id: str, deployed: bool = True) -> dict[str, Any]:
-        return await self.update_chatflow(chatflow_id, {"deployed": deployed})
-
-    async def generate_agentflow_v2(
-        self, question: str, selected_chat_model: Mapping[str, Any]
+    async def generate_flow(
+        self, description: str, chat_model: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """Ask Flowise's generator for an AgentFlow V2 (``{"nodes", "edges"}``); needs an LLM."""
+        """Ask Flowise's generator for an AgentFlow V2; it needs an LLM (``chat_model``)."""
         response = await self.http.request(
             "POST",
             "/api/v1/agentflowv2-generator/generate",
-            json={"question": question, "selectedChatModel": dict(selected_chat_model)},
+            json={"question": description, "selectedChatModel": dict(chat_model)},
         )
         data = _json_or_not_found(response, self.config.name)
         if isinstance(data, dict) and "error" in data:
@@ -337,7 +363,13 @@ class FlowiseBackend(FlowBackend):
                 backend=self.config.name,
                 details=reply_details(response),
             )
-        return data
+        return {"nodes": data.get("nodes") or [], "edges": data.get("edges") or []}
+
+    def _record(self, body: Any, response: Response) -> FlowRecord:
+        try:
+            return flow_record(_decode_record(body))
+        except (KeyError, TypeError, ValueError) as err:
+            raise unreadable("Flowise", self.config.name, "chatflow", response) from err
 
 
 def _int(value: Any) -> int:
@@ -421,7 +453,22 @@ def discovered_flow(record: Mapping[str, Any]) -> DiscoveredFlow:
     return DiscoveredFlow(
         external_id=str(record["id"]),
         name=str(record.get("name") or record["id"]),
-        flow_type=str(record.get("type") or "CHATFLOW"),
+        flow_type=str(record.get("type") or DEFAULT_FLOW_TYPE),
         deployed=bool(record.get("deployed")),
         description=str(record.get("category") or ""),
+    )
+
+
+def flow_record(record: Mapping[str, Any]) -> FlowRecord:
+    """A chatflow (decoded: see _decode_record) as every door shows it."""
+    return FlowRecord(
+        id=str(record["id"]),
+        name=str(record.get("name") or ""),
+        type=FlowiseBackend.shown_type(str(record.get("type") or "")),
+        deployed=bool(record.get("deployed")),
+        description=str(record.get("category") or ""),
+        created=timestamp(record.get("createdDate")),
+        updated=timestamp(record.get("updatedDate")),
+        flow_data=record.get("flowData"),
+        discovered=discovered_flow(record),
     )

@@ -21,14 +21,17 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from backends.adapters.base import (
+    UNTYPED,
     DiscoveredFlow,
     Exchange,
     ExecutionResult,
     FlowBackend,
+    FlowRecord,
     HealthResult,
     StreamEvent,
     Usage,
     sum_usage,
+    timestamp,
     token_count,
 )
 from backends.errors import (
@@ -191,6 +194,8 @@ def _results(run_response: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 class LangflowBackend(FlowBackend):
     kind = "langflow"
+    label = "Langflow"
+    # No flow types, no deployment step, no generator: the base class refuses those.
 
     map_error = staticmethod(map_error)
 
@@ -334,30 +339,55 @@ class LangflowBackend(FlowBackend):
             backend=self.config.name,
         )
 
-    # --- flow management ------------------------------------------------------
+    # --- managing flows ----------------------------------------------------------
 
-    async def list_flows(self) -> list[dict[str, Any]]:
+    async def list_flows(self) -> list[FlowRecord]:
         response = await self.http.request(
             "GET", "/api/v1/flows/", params={"get_all": "true", "remove_example_flows": "true"}
         )
-        return list(json_body(response, self.config.name))
+        body = json_body(response, self.config.name)
+        if not isinstance(body, list):
+            raise unreadable("Langflow", self.config.name, "flow list", response)
+        return [self._record(item, response) for item in body]
 
-    async def get_flow(self, flow_id: str) -> dict[str, Any]:
+    async def get_flow(self, flow_id: str) -> FlowRecord:
         response = await self.http.request("GET", f"/api/v1/flows/{flow_id}")
-        return dict(json_body(response, self.config.name))
+        return self._record(json_body(response, self.config.name), response)
 
-    async def create_flow(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        response = await self.http.request("POST", "/api/v1/flows/", json=dict(fields))
-        return dict(json_body(response, self.config.name))
+    async def _create_flow(
+        self, *, name: str, flow_data: Mapping[str, Any], flow_type: str, deployed: bool | None
+    ) -> FlowRecord:
+        # Langflow has no types and no deployment: create_flow refused any other ask.
+        fields = {"name": name, "data": dict(flow_data)}
+        response = await self.http.request("POST", "/api/v1/flows/", json=fields)
+        return self._record(json_body(response, self.config.name), response)
 
-    async def update_flow(self, flow_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    async def _update_flow(
+        self,
+        flow_id: str,
+        *,
+        name: str | None,
+        flow_data: Mapping[str, Any] | None,
+        description: str | None,
+        deployed: bool | None,
+    ) -> FlowRecord:
+        given = {"name": name, "data": flow_data, "description": description}
         response = await self.http.request(
-            "PATCH", f"/api/v1/flows/{flow_id}", json=dict(fields), retry=True
+            "PATCH",
+            f"/api/v1/flows/{flow_id}",
+            json={k: v for k, v in given.items() if v is not None},
+            retry=True,
         )
-        return dict(json_body(response, self.config.name))
+        return self._record(json_body(response, self.config.name), response)
 
     async def delete_flow(self, flow_id: str) -> None:
         await self.http.request("DELETE", f"/api/v1/flows/{flow_id}", retry=False)
+
+    def _record(self, body: Any, response: Response) -> FlowRecord:
+        try:
+            return flow_record(body)
+        except (AttributeError, KeyError, TypeError) as err:
+            raise unreadable("Langflow", self.config.name, "flow", response) from err
 
 
 def _stream_error(text: str, backend: str) -> BackendError:
@@ -385,8 +415,23 @@ def discovered_flow(item: Mapping[str, Any]) -> DiscoveredFlow:
     return DiscoveredFlow(
         external_id=str(item["id"]),
         name=str(item.get("name") or item["id"]),
-        flow_type=str(item.get("flow_type") or "FLOW").upper(),
+        flow_type=str(item.get("flow_type") or UNTYPED).upper(),
         deployed=True,  # Langflow has no deployment step: every flow can run
         description=str(item.get("description") or ""),
         endpoint_name=str(item.get("endpoint_name") or ""),
+    )
+
+
+def flow_record(item: Mapping[str, Any]) -> FlowRecord:
+    """A flow as every door shows it: Langflow's own ``flow_type`` is not a seed-003 type."""
+    return FlowRecord(
+        id=str(item["id"]),
+        name=str(item.get("name") or ""),
+        type=UNTYPED,
+        deployed=True,
+        description=str(item.get("description") or ""),
+        created=None,
+        updated=timestamp(item.get("updated_at")),
+        flow_data=item.get("data"),
+        discovered=discovered_flow(item),
     )
