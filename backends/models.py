@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from backends.adapters import kind_choices, kinds
 from backends.addresses import validate_backend_url
 from flywheel.models import Tenant
 
@@ -19,11 +20,6 @@ validate_api_key = RegexValidator(
     "An API key may hold only printable ASCII characters (no line breaks or control characters).",
     code="api_key_characters",
 )
-
-
-class BackendKind(models.TextChoices):
-    FLOWISE = "flowise", "Flowise"
-    LANGFLOW = "langflow", "Langflow"
 
 
 class Backend(models.Model):
@@ -39,7 +35,9 @@ class Backend(models.Model):
     """
 
     name = models.CharField(max_length=100)
-    kind = models.CharField(max_length=20, choices=BackendKind.choices)
+    # The kinds are the adapter registry's (backends/adapters/__init__.py), read when
+    # a form or a validation asks, so a kind added there needs no change here.
+    kind = models.CharField(max_length=20, choices=kind_choices)
     base_url = models.URLField(
         max_length=500,
         validators=[validate_backend_url],
@@ -93,8 +91,10 @@ class Backend(models.Model):
                 violation_error_message="A shared backend with this name already exists.",
                 violation_error_code="duplicate_name",
             ),
+            # The database holds to the registered kinds too: a kind added to the
+            # registry changes this, and makemigrations writes the migration for it.
             models.CheckConstraint(
-                condition=models.Q(kind__in=BackendKind.values), name="backend_kind_valid"
+                condition=models.Q(kind__in=list(kinds())), name="backend_kind_valid"
             ),
             models.CheckConstraint(
                 condition=models.Q(timeout_seconds__gt=0), name="backend_timeout_positive"
