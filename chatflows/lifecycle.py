@@ -6,16 +6,14 @@ each kind allows: what a kind cannot do (Langflow has no flow types, no
 deployment step and no generator) is a ValidationError naming the kind,
 never a silent no-op.
 
-- Input is checked here, before any call to a backend: a name of 1-255
-  characters; ``flow_data`` a JSON object under 1 MB holding ``nodes`` and
-  ``edges`` lists; ``type`` in CHATFLOW_TYPES; a generate description of at
-  least 10 characters; an update that changes something.
+- Input is checked first, before any call to a backend (chatflows/inputs.py),
+  and so is an update that changes nothing.
 - A write goes to the backend first, then the Flow row follows in the same
   call, so Flywheel's view never drifts from the backend; if the backend
   refuses, the rows stay as they were.
 - Tenancy: ``tenant`` is the caller's (None: staff, from the admin or a
   command). A tenant reads flows on shared backends and its own, and writes
-  only on its own.
+  only on its own (chatflows/access.py).
 
 Run (predict) lives in routing (``routing.service.run_flow``): a run is a
 routed query with its flow given, so it leaves a decision like any other.
@@ -25,255 +23,68 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
 
-from backends.adapters import adapter_class, generating_kinds, get_adapter, kinds
+from backends.adapters import adapter_class, get_adapter, kinds
 from backends.adapters.base import FlowBackend, FlowRecord
 from backends.errors import BackendNotFoundError
 from backends.models import Backend
-from backends.selectors import as_id
 from backends.services import backend_config
 from chatflows import snapshot
+from chatflows.access import (
+    find_backend,
+    generator_backend,
+    resolve_backend_for_create,
+    resolve_flow,
+    visible,
+)
+from chatflows.inputs import (
+    CHATFLOW_TYPES,
+    FLOW_ID,
+    MAX_BACKEND,
+    MAX_DESCRIPTION,
+    MAX_FLOW_ID,
+    MAX_NAME,
+    MIN_DESCRIPTION,
+    check_backend,
+    check_deployed,
+    check_description,
+    check_flow_data,
+    check_flow_id,
+    check_name,
+    check_type,
+)
 from chatflows.models import Flow
 from chatflows.rows import flow_mark_removed, flow_upsert
 from flywheel.asyncdb import db
-from flywheel.errors import NotFoundError, PermissionDeniedError, ValidationError
-from flywheel.jsonin import string_problem
+from flywheel.errors import ValidationError
 from flywheel.models import Tenant
 
-CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
-MAX_NAME = 255
-MAX_FLOW_DATA_BYTES = 1_000_000
-MIN_DESCRIPTION = 10
-MAX_DESCRIPTION = 10_000
-MAX_FLOW_ID = 200  # as Flow.external_id
-FLOW_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{MAX_FLOW_ID - 1}}}")
-MAX_BACKEND = 100
-
-
-# --- input ------------------------------------------------------------------------
-
-
-def _invalid(field: str, message: str, constraint: str, value: Any = None) -> ValidationError:
-    """Seed 003's shape: ``details`` names the field, the constraint and (short) value."""
-    shown = value if isinstance(value, bool | int | float) or value is None else str(value)[:80]
-    return ValidationError(
-        message,
-        details={
-            "field": field,
-            "value": shown,
-            "constraint": constraint,
-            "fields": {field: message},
-        },
-    )
-
-
-def check_name(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
-        raise _invalid(
-            "name", f"Chatflow name must be between 1 and {MAX_NAME} characters.", "length", value
-        )
-    if problem := string_problem(value):
-        raise _invalid("name", f"Chatflow name must be text: it {problem}.", "text")
-    return value.strip()
-
-
-def check_flow_data(value: Any) -> dict[str, Any]:
-    """``flow_data`` as seed 003 sends it: a JSON string under 1 MB of an object holding
-    ``nodes`` and ``edges`` lists. Returns the decoded object."""
-    if not isinstance(value, str) or not value:
-        raise _invalid("flow_data", "flow_data must be a JSON string.", "type", "(not a string)")
-    if len(value.encode("utf-8", "surrogatepass")) >= MAX_FLOW_DATA_BYTES:
-        raise _invalid("flow_data", "flow_data must be under 1 MB.", "maxSize", "(too large)")
-    try:
-        data = json.loads(value)
-    except json.JSONDecodeError as err:
-        raise _invalid(
-            "flow_data", f"flow_data is not valid JSON: {err.msg}.", "json", "(not JSON)"
-        ) from err
-    except ValueError as err:  # e.g. a number too long to convert
-        raise _invalid("flow_data", "flow_data is not valid JSON.", "json", "(not JSON)") from err
-    if not isinstance(data, dict):
-        raise _invalid("flow_data", "flow_data must be a JSON object.", "object", "(not an object)")
-    missing = [k for k in ("nodes", "edges") if not isinstance(data.get(k), list)]
-    if missing:
-        raise _invalid(
-            "flow_data",
-            f"flow_data must hold {' and '.join(missing)} as lists.",
-            "nodesAndEdges",
-            "(missing " + ", ".join(missing) + ")",
-        )
-    return data
-
-
-def check_type(value: Any) -> str:
-    if value not in CHATFLOW_TYPES:
-        raise _invalid("type", f"type must be one of {', '.join(CHATFLOW_TYPES)}.", "enum", value)
-    return str(value)
-
-
-def check_deployed(value: Any, field: str = "deployed") -> bool:
-    if not isinstance(value, bool):
-        raise _invalid(field, f"{field} must be true or false.", "type", value)
-    return value
-
-
-def check_flow_id(value: Any, field: str = "chatflow_id") -> str:
-    """A flow id as the backends and Flywheel make them (UUIDs, digits): it goes into a
-    backend's URL path, so nothing that could leave that path (``/``, ``..``, ``?``)."""
-    text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
-    if not FLOW_ID.fullmatch(text):
-        raise _invalid(
-            field,
-            f"{field} must be a flow's id: 1-{MAX_FLOW_ID} letters, digits, '-', '_', '.' "
-            "or ':', starting with a letter or digit.",
-            "format",
-            value,
-        )
-    return text
-
-
-def check_backend(value: Any) -> str | None:
-    """The backend named (an id or a name, trimmed), or None when none is: absent, or a
-    string blank once trimmed (``?backend=`` sent empty, as allowEmptyValue permits)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if not isinstance(value, str | int) or isinstance(value, bool):
-        raise _invalid("backend", "backend must be a backend's id or name.", "type", value)
-    text = str(value).strip()
-    if not 0 < len(text) <= MAX_BACKEND or string_problem(text):
-        raise _invalid(
-            "backend",
-            f"backend must be a backend's id or name (1-{MAX_BACKEND} characters).",
-            "format",
-            value,
-        )
-    return text
-
-
-def check_description(value: Any) -> str:
-    if not isinstance(value, str) or len(value.strip()) < MIN_DESCRIPTION:
-        raise _invalid(
-            "description",
-            f"Describe the flow in at least {MIN_DESCRIPTION} characters.",
-            "minLength",
-            value,
-        )
-    if len(value) > MAX_DESCRIPTION or string_problem(value):
-        raise _invalid(
-            "description",
-            f"The description must be text of at most {MAX_DESCRIPTION} characters.",
-            "maxLength",
-        )
-    return value.strip()
-
-
-# --- who may touch which backend and flow -------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """A flow (or, for create, only a backend) the caller may act on."""
-
-    backend: Backend
-    external_id: str = ""
-    flow: Flow | None = None
-
-
-def _visible(tenant: Tenant | None) -> Q:
-    return Q() if tenant is None else Q(tenant__isnull=True) | Q(tenant=tenant)
-
-
-def _find_backend(tenant: Tenant | None, backend: str) -> Backend:
-    """A backend the caller may see, by name (its own before a shared one of that name),
-    else by id: as routing.planning reads a query's backend."""
-    candidates = Backend.objects.filter(_visible(tenant), kind__in=kinds())
-    pk = as_id(backend)
-    found = candidates.filter(Q(name__iexact=backend) | Q(pk=pk) if pk else Q(name__iexact=backend))
-    wanted = backend.lower()
-    ordered = sorted(found, key=lambda b: (b.name.lower() != wanted, b.tenant_id is None, b.pk))
-    if not ordered:
-        raise NotFoundError(f"No backend {backend!r}.", details={"backend": backend})
-    return ordered[0]
-
-
-def _may_write(tenant: Tenant | None, backend: Backend) -> None:
-    if tenant is not None and backend.tenant_id != tenant.pk:
-        raise PermissionDeniedError(
-            f"Flows on the shared backend {backend.name!r} are managed by an administrator; "
-            "a key manages flows only on its own backends.",
-            details={"backend": backend.name},
-        )
-
-
-def resolve_flow(
-    *, tenant: Tenant | None, flow_id: str, backend: str | None = None, write: bool = False
-) -> Target:
-    """The flow ``flow_id`` names: a backend's own id for it, or Flywheel's Flow id.
-
-    With ``backend`` the id is looked up on that backend, even if discovery
-    has not seen the flow yet; without it, among the flows Flywheel knows on
-    the backends the caller may see. Raises NotFoundError (unknown, or not
-    visible: no existence leak), ValidationError (the id is on several
-    backends: name one), PermissionDeniedError (``write`` on a shared
-    backend by a tenant).
-    """
-    known = Flow.objects.active().filter(backend__in=Backend.objects.filter(_visible(tenant)))
-    known = known.filter(backend__kind__in=kinds()).select_related("backend")
-    if backend is not None:
-        chosen = _find_backend(tenant, backend)
-        row = known.filter(backend=chosen, external_id=flow_id).first()
-        pk = as_id(flow_id)
-        if row is None and pk is not None:
-            row = known.filter(backend=chosen, pk=pk).first()
-        target = Target(chosen, row.external_id if row else flow_id, row)
-    else:
-        rows = list(known.filter(external_id=flow_id))
-        pk = as_id(flow_id)
-        if not rows and pk is not None:
-            rows = list(known.filter(pk=pk))
-        if not rows:
-            raise NotFoundError(
-                f"No flow {flow_id!r} on the backends you can use. If it was made on the "
-                "backend just now, name the backend.",
-                details={"chatflow_id": flow_id},
-            )
-        if len(rows) > 1:
-            raise ValidationError(
-                f"Flow id {flow_id!r} is on several backends: name one.",
-                details={"chatflow_id": flow_id, "backends": sorted(r.backend.name for r in rows)},
-            )
-        target = Target(rows[0].backend, rows[0].external_id, rows[0])
-    if write:
-        _may_write(tenant, target.backend)
-    return target
-
-
-def resolve_backend_for_create(*, tenant: Tenant | None, backend: str | None) -> Backend:
-    """Where a new flow goes: the named backend, or the caller's only writable one."""
-    if backend is not None:
-        chosen = _find_backend(tenant, backend)
-        _may_write(tenant, chosen)
-        return chosen
-    owned = Q() if tenant is None else Q(tenant=tenant)
-    writable = list(Backend.objects.filter(owned, kind__in=kinds(), enabled=True).order_by("name"))
-    if len(writable) != 1:
-        raise _invalid(
-            "backend",
-            "Name the backend to create the flow on: "
-            + (
-                "one of " + ", ".join(repr(b.name) for b in writable) + "."
-                if writable
-                else "you have no backend of your own to write to (register one first)."
-            ),
-            "required",
-        )
-    return writable[0]
-
+# The lifecycle's public face: its operations, and the input limits and the resolver
+# that the doors (agents, routing, chatflows/openapi.py) read from here.
+__all__ = [
+    "CHATFLOW_TYPES",
+    "FLOW_ID",
+    "MAX_BACKEND",
+    "MAX_DESCRIPTION",
+    "MAX_FLOW_ID",
+    "MAX_NAME",
+    "MIN_DESCRIPTION",
+    "chatflow_create",
+    "chatflow_delete",
+    "chatflow_deploy",
+    "chatflow_generate",
+    "chatflow_get",
+    "chatflow_update",
+    "chatflows_list",
+    "check_backend",
+    "check_flow_id",
+    "generator_model",
+    "resolve_flow",
+    "suggested_name",
+]
 
 # --- the backend's records, in one shape ----------------------------------------------
 
@@ -336,10 +147,10 @@ def chatflows_list(
     and ``flow_type`` narrow it. Flows of a kind without types (Langflow) show as "FLOW"."""
     backend = check_backend(backend)
     rows = Flow.objects.active().filter(
-        backend__in=Backend.objects.filter(_visible(tenant)), backend__kind__in=kinds()
+        backend__in=Backend.objects.filter(visible(tenant)), backend__kind__in=kinds()
     )
     if backend is not None:
-        rows = rows.filter(backend=_find_backend(tenant, backend))
+        rows = rows.filter(backend=find_backend(tenant, backend))
     if flow_type is not None:
         rows = rows.filter(flow_type=check_type(flow_type))
     return [
@@ -463,46 +274,6 @@ def generator_model() -> dict[str, Any] | None:
     return settings.FLOWISE_GENERATOR_MODEL or None
 
 
-def _generators(joiner: str) -> str:
-    """The kinds that have a generator, by name: "Flowise"."""
-    return joiner.join(adapter_class(kind).label for kind in generating_kinds())
-
-
-def _generator_backend(tenant: Tenant | None, backend: str | None) -> Backend:
-    """A backend with a generator to generate on: the named one, or the first shared one.
-
-    The configured chat model (which may carry credentials) goes only to
-    shared backends, the operator's own servers, never to a tenant's.
-    """
-    if backend is not None:
-        chosen = _find_backend(tenant, backend)
-        if chosen.kind not in generating_kinds():
-            makers = _generators(" and ")
-            verb = "has" if len(generating_kinds()) == 1 else "have"
-            raise adapter_class(chosen.kind).unsupported(
-                chosen.name, f"generating flows (only {makers} {verb} a generator)"
-            )
-    else:
-        first = (
-            Backend.objects.filter(kind__in=generating_kinds(), enabled=True, tenant__isnull=True)
-            .order_by("name")
-            .first()
-        )
-        if first is None:
-            raise ValidationError(
-                f"No shared {_generators(' or ')} backend to generate on.",
-                details={"operation": "generate"},
-            )
-        chosen = first
-    if chosen.tenant_id is not None:
-        raise ValidationError(
-            f"Flows are generated on shared {_generators(' or ')} backends only: the "
-            "generator's chat model is the operator's and is never sent to a tenant's server.",
-            details={"backend": chosen.name, "operation": "generate"},
-        )
-    return chosen
-
-
 def suggested_name(description: str) -> str:
     """A short title for a generated flow, from the first words of its description."""
     words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'-]*", description)
@@ -524,7 +295,7 @@ async def chatflow_generate(
             "Flow generation needs a chat model: the operator sets FLOWISE_GENERATOR_MODEL.",
             details={"operation": "generate", "setting": "FLOWISE_GENERATOR_MODEL"},
         )
-    chosen = await db(_generator_backend)(tenant, check_backend(backend))
+    chosen = await db(generator_backend)(tenant, check_backend(backend))
     flow_data = await _adapter(chosen).generate_flow(text, model)
     return {
         "flowData": json.dumps(flow_data),

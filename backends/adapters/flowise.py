@@ -7,23 +7,18 @@ without the key is a 500 "Unauthorized"; the generator reports failure as a
 inside ``overrideConfig``); a streaming request that fails before streaming
 never answers (hence the read timeout); ``flowData`` travels as a JSON string.
 
-Token usage (observed on 3.1.4 with an OpenAI-compatible LLM): each AGENTFLOW LLM
-node reports its own in ``agentFlowExecutedData[].data.output.usageMetadata``
-(``input_tokens``, ``output_tokens``, ``total_tokens``, and ``total_cost`` in US
-dollars when the model is in Flowise's price list); nothing adds them up, so the
-adapter does. A CHATFLOW's answer carries no usage at all.
+Its records (JSON-string fields and all) are read in flowise_records.py, and token
+usage in flowise_usage.py, beside this module.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from backends.adapters.base import (
-    DEFAULT_FLOW_TYPE,
     DiscoveredFlow,
     Exchange,
     ExecutionResult,
@@ -32,11 +27,14 @@ from backends.adapters.base import (
     HealthResult,
     StreamEvent,
     Usage,
-    money,
-    sum_usage,
-    timestamp,
-    token_count,
 )
+from backends.adapters.flowise_records import (
+    decode_record,
+    discovered_flow,
+    encode_fields,
+    flow_record,
+)
+from backends.adapters.flowise_usage import executed_data_usage, stream_usage, usage_metadata
 from backends.errors import (
     BackendAuthenticationError,
     BackendError,
@@ -52,8 +50,6 @@ PAGE_SIZE = 100
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
 # Parameters with a conventional name that Flowise spells its own way.
 _PARAMETER_NAMES = {"max_tokens": "maxTokens", "top_p": "topP"}
-# Fields of a chatflow record that Flowise stores as JSON-encoded strings.
-_JSON_STRING_FIELDS = ("flowData", "apiConfig", "chatbotConfig", "analytic", "speechToText")
 
 
 def map_error(response: Response, backend: str) -> BackendError:
@@ -104,27 +100,6 @@ def _json_or_not_found(response: Response, backend: str) -> Any:
             http_status=response.status_code,
         )
     return json_body(response, backend)
-
-
-def _decode_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A chatflow record with its JSON-string fields decoded into objects."""
-    decoded = dict(record)
-    for name in _JSON_STRING_FIELDS:
-        value = decoded.get(name)
-        if isinstance(value, str) and value:
-            # Keep what the server has if it is not JSON after all.
-            with contextlib.suppress(ValueError):
-                decoded[name] = json.loads(value)
-    return decoded
-
-
-def _encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """A create/update body with object values of JSON-string fields encoded."""
-    body = dict(fields)
-    for name in _JSON_STRING_FIELDS:
-        if name in body and not isinstance(body[name], str | None):
-            body[name] = json.dumps(body[name])
-    return body
 
 
 def prediction_body(
@@ -309,7 +284,7 @@ class FlowiseBackend(FlowBackend):
             "type": flow_type,
             "deployed": bool(deployed),
         }
-        response = await self.http.request("POST", "/api/v1/chatflows", json=_encode_fields(fields))
+        response = await self.http.request("POST", "/api/v1/chatflows", json=encode_fields(fields))
         return self._record(_json_or_not_found(response, self.config.name), response)
 
     async def _update_flow(
@@ -328,7 +303,7 @@ class FlowiseBackend(FlowBackend):
     async def put_chatflow(self, chatflow_id: str, fields: Mapping[str, Any]) -> FlowRecord:
         """Change any of a chatflow's fields, in Flowise's own names (``apiConfig``...)."""
         response = await self.http.request(
-            "PUT", f"/api/v1/chatflows/{chatflow_id}", json=_encode_fields(fields)
+            "PUT", f"/api/v1/chatflows/{chatflow_id}", json=encode_fields(fields)
         )
         return self._record(_json_or_not_found(response, self.config.name), response)
 
@@ -367,7 +342,7 @@ class FlowiseBackend(FlowBackend):
 
     def _record(self, body: Any, response: Response) -> FlowRecord:
         try:
-            return flow_record(_decode_record(body))
+            return flow_record(decode_record(body))
         except (KeyError, TypeError, ValueError) as err:
             raise unreadable("Flowise", self.config.name, "chatflow", response) from err
 
@@ -392,50 +367,6 @@ def map_stream_error(message: str, backend: str) -> BackendError:
     return BackendUnexpectedError(text, backend=backend)
 
 
-def usage_metadata(metadata: Any) -> Usage | None:
-    """One LLM call's usage from Flowise's ``usageMetadata`` (LangChain's usage_metadata,
-    plus Flowise's own ``total_cost`` when it knows the model's price); None if absent.
-
-    Flowise leaves out a count that is zero (an empty prompt had no ``input_tokens``),
-    so a missing count stays None rather than being guessed.
-    """
-    if not isinstance(metadata, dict):
-        return None
-    usage = Usage(
-        prompt_tokens=token_count(metadata.get("input_tokens")),
-        completion_tokens=token_count(metadata.get("output_tokens")),
-        total_tokens=token_count(metadata.get("total_tokens")),
-        cost=money(metadata.get("total_cost")),
-    )
-    return None if usage == Usage(None, None, None) else usage
-
-
-def executed_data_usage(executed: Any) -> Usage | None:
-    """The summed usage of every node in ``agentFlowExecutedData`` (a list of
-    ``{"data": {"output": {"usageMetadata": {...}}}}``); None when no node reported any,
-    as with LLM-free flows and CHATFLOWs, whose answers have no such list."""
-    if not isinstance(executed, list):
-        return None
-    return sum_usage(
-        usage_metadata(node["data"]["output"].get("usageMetadata"))
-        for node in executed
-        if isinstance(node, dict)
-        and isinstance(node.get("data"), dict)
-        and isinstance(node["data"].get("output"), dict)
-    )
-
-
-def stream_usage(executed: Any, streamed: Sequence[Usage | None]) -> Usage | None:
-    """A stream's usage: from its last ``agentFlowExecutedData`` event, else the sum of
-    its ``usageMetadata`` events.
-
-    The ``usageMetadata`` event comes only from a node that streams, i.e. the last LLM
-    node, when its model has streaming on, and without the cost; the executed data
-    covers every node. So the events are only a fallback for a stream without it.
-    """
-    return executed_data_usage(executed) or sum_usage(streamed)
-
-
 async def _sse_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
     """Flowise's stream: ``message:`` then ``data:{"event": ..., "data": ...}`` lines."""
     async for line in response.aiter_lines():
@@ -447,28 +378,3 @@ async def _sse_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
             continue
         if isinstance(event, dict):
             yield str(event.get("event", "")), event.get("data")
-
-
-def discovered_flow(record: Mapping[str, Any]) -> DiscoveredFlow:
-    return DiscoveredFlow(
-        external_id=str(record["id"]),
-        name=str(record.get("name") or record["id"]),
-        flow_type=str(record.get("type") or DEFAULT_FLOW_TYPE),
-        deployed=bool(record.get("deployed")),
-        description=str(record.get("category") or ""),
-    )
-
-
-def flow_record(record: Mapping[str, Any]) -> FlowRecord:
-    """A chatflow (decoded: see _decode_record) as every door shows it."""
-    return FlowRecord(
-        id=str(record["id"]),
-        name=str(record.get("name") or ""),
-        type=FlowiseBackend.shown_type(str(record.get("type") or "")),
-        deployed=bool(record.get("deployed")),
-        description=str(record.get("category") or ""),
-        created=timestamp(record.get("createdDate")),
-        updated=timestamp(record.get("updatedDate")),
-        flow_data=record.get("flowData"),
-        discovered=discovered_flow(record),
-    )
