@@ -1,24 +1,22 @@
 """A third backend kind is an adapter and a registry line: nothing else changes.
 
-The kind here ("fake") is written the way a module of backends/adapters/ would
-be: a small JSON server with no flow types, no deployment step and no
-generator. Its server is an in-memory stand-in behind respx, reached through
-the same HttpClient as every adapter. The ``fake_kind`` fixture adds it to
-ADAPTERS and takes it out again; beside that it widens the database's check on
-``Backend.kind``, as the migration that ``makemigrations`` writes for a new
-kind would. No other module is touched: discovery, health, routing, the
-chatflow doors and the admin find the kind through the registry.
+The kind ("fake", tests/fake_kind.py) is written the way a module of
+backends/adapters/ would be, and its server is an in-memory stand-in behind
+respx, reached through the same HttpClient as every adapter. The
+``fake_kind`` fixture adds it to ADAPTERS and takes it out again; beside that
+it widens the database's check on ``Backend.kind``, as the migration that
+``makemigrations`` writes for a new kind would. No other module is touched:
+discovery, health, routing, the chatflow doors and the admin find the kind
+through the registry.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from io import StringIO
 from typing import Any
 
-import httpx
 import pytest
 import respx
 from asgiref.sync import async_to_sync
@@ -29,29 +27,9 @@ from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from backends.adapters import ADAPTERS, build_adapter, kinds
-from backends.adapters.base import (
-    UNTYPED,
-    BackendConfig,
-    DiscoveredFlow,
-    Exchange,
-    ExecutionResult,
-    FlowBackend,
-    FlowRecord,
-    HealthResult,
-    StreamEvent,
-    timestamp,
-)
-from backends.errors import (
-    BackendAuthenticationError,
-    BackendError,
-    BackendNotFoundError,
-    BackendUnexpectedError,
-    BackendUnsupportedError,
-    BackendValidationError,
-)
-from backends.http import json_body, ms_since, unreadable
+from backends.adapters.base import BackendConfig
+from backends.errors import BackendUnsupportedError
 from backends.models import Backend, BackendHealth, HealthCheck
-from backends.transport import Response
 from chatflows import lifecycle
 from chatflows.models import Flow
 from flywheel.models import Tenant
@@ -59,184 +37,13 @@ from flywheel.services import api_key_create
 from routing.models import RoutingDecision
 from routing.recording import drain
 from routing.services import defaults_load
+from tests.fake_kind import KEY, KIND, REVIEWER, FakeBackend, FakeServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KIND = "fake"
 URL = "http://fake.test"
-KEY = "sk-FAKE-SECRET"
-REVIEWER = "fk-1"
 ECHO_GRAPH = {"nodes": [{"id": "echo"}], "edges": []}
 REVIEW = "Please review my pull request"
-
-
-# --- the kind: what a new module of backends/adapters/ would hold ---------------------------
-
-
-def _discovered(item: Mapping[str, Any]) -> DiscoveredFlow:
-    return DiscoveredFlow(
-        external_id=str(item["id"]),
-        name=str(item.get("title") or item["id"]),
-        description=str(item.get("about") or ""),
-    )
-
-
-def _record(item: Mapping[str, Any]) -> FlowRecord:
-    return FlowRecord(
-        id=str(item["id"]),
-        name=str(item.get("title") or ""),
-        type=UNTYPED,
-        deployed=True,
-        description=str(item.get("about") or ""),
-        created=None,
-        updated=timestamp(item.get("changed")),
-        flow_data=item.get("graph"),
-        discovered=_discovered(item),
-    )
-
-
-class FakeBackend(FlowBackend):
-    """A server that keeps flows by id and answers runs; no types, deployment or generator."""
-
-    kind = KIND
-    label = "Fake"
-
-    @staticmethod
-    def map_error(response: Response, backend: str) -> BackendError:
-        status = response.status_code
-        text = f"Fake backend {backend!r} refused (HTTP {status})."
-        args: dict[str, Any] = {"backend": backend, "http_status": status}
-        if status in {401, 403}:
-            return BackendAuthenticationError(text, **args)
-        if status == 404:
-            return BackendNotFoundError(text, **args)
-        if status in {400, 422}:
-            return BackendValidationError(text, **args)
-        return BackendUnexpectedError(text, **args)
-
-    @staticmethod
-    def auth_headers(api_key: str) -> dict[str, str]:
-        return {"X-Fake-Key": api_key}
-
-    async def health_check(self) -> HealthResult:
-        started = time.perf_counter()
-        try:
-            response = await self.http.request("GET", "/ping", retry=False, timeout=5.0)
-        except BackendError as err:
-            return HealthResult(False, ms_since(started), err.message)
-        ok = json_body(response, self.config.name) == {"ok": True}
-        return HealthResult(ok, ms_since(started), "" if ok else "unexpected ping answer")
-
-    async def discover_flows(self) -> list[DiscoveredFlow]:
-        response = await self.http.request("GET", "/flows")
-        return [_discovered(item) for item in self._body(response)["flows"]]
-
-    async def execute_flow(
-        self,
-        flow_id: str,
-        question: str,
-        *,
-        session_id: str | None = None,
-        parameters: Mapping[str, Any] | None = None,
-        history: Sequence[Exchange] = (),
-    ) -> ExecutionResult:
-        response = await self.http.request(
-            "POST", f"/flows/{flow_id}/run", json={"input": question, "conversation": session_id}
-        )
-        body = self._body(response)
-        return ExecutionResult(text=str(body["answer"]), session_id=str(body["conversation"]))
-
-    async def stream_flow(
-        self,
-        flow_id: str,
-        question: str,
-        *,
-        session_id: str | None = None,
-        parameters: Mapping[str, Any] | None = None,
-        history: Sequence[Exchange] = (),
-    ) -> AsyncIterator[StreamEvent]:
-        # This server does not stream: the whole answer is one chunk.
-        result = await self.execute_flow(flow_id, question, session_id=session_id)
-        yield StreamEvent("chunk", result.text)
-        yield StreamEvent("end", result.text, result.session_id)
-
-    async def list_flows(self) -> list[FlowRecord]:
-        response = await self.http.request("GET", "/flows")
-        return [_record(item) for item in self._body(response)["flows"]]
-
-    async def get_flow(self, flow_id: str) -> FlowRecord:
-        return _record(self._body(await self.http.request("GET", f"/flows/{flow_id}")))
-
-    async def _create_flow(
-        self, *, name: str, flow_data: Mapping[str, Any], flow_type: str, deployed: bool | None
-    ) -> FlowRecord:
-        sent = {"title": name, "graph": dict(flow_data)}
-        return _record(self._body(await self.http.request("POST", "/flows", json=sent)))
-
-    async def _update_flow(
-        self,
-        flow_id: str,
-        *,
-        name: str | None,
-        flow_data: Mapping[str, Any] | None,
-        description: str | None,
-        deployed: bool | None,
-    ) -> FlowRecord:
-        given = {"title": name, "graph": flow_data, "about": description}
-        sent = {k: v for k, v in given.items() if v is not None}
-        response = await self.http.request("PATCH", f"/flows/{flow_id}", json=sent)
-        return _record(self._body(response))
-
-    async def delete_flow(self, flow_id: str) -> None:
-        await self.http.request("DELETE", f"/flows/{flow_id}", retry=False)
-
-    def _body(self, response: Response) -> dict[str, Any]:
-        body = json_body(response, self.config.name)
-        if not isinstance(body, dict):
-            raise unreadable("Fake", self.config.name, "reply", response)
-        return body
-
-
-# --- its server, in memory ---------------------------------------------------------------
-
-
-class FakeServer:
-    """The fake kind's server: it keeps the flows it is sent and answers runs."""
-
-    def __init__(self) -> None:
-        self.flows: dict[str, dict[str, Any]] = {
-            REVIEWER: {"id": REVIEWER, "title": "Code review helper", "about": "", "graph": {}}
-        }
-        self.requests: list[httpx.Request] = []
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        if request.headers.get("x-fake-key") != KEY:
-            return httpx.Response(401, json={"error": "bad key"})
-        sent = json.loads(request.content) if request.content else {}
-        match request.method, request.url.path.strip("/").split("/"):
-            case "GET", ["ping"]:
-                return httpx.Response(200, json={"ok": True})
-            case "GET", ["flows"]:
-                return httpx.Response(200, json={"flows": list(self.flows.values())})
-            case "POST", ["flows"]:
-                flow = {"id": f"fk-{len(self.flows) + 1}", "about": "", **sent}
-                self.flows[flow["id"]] = flow
-                return httpx.Response(201, json=flow)
-            case _, ["flows", flow_id, *_] if flow_id not in self.flows:
-                return httpx.Response(404, json={"error": "no such flow"})
-            case "GET", ["flows", flow_id]:
-                return httpx.Response(200, json=self.flows[flow_id])
-            case "PATCH", ["flows", flow_id]:
-                self.flows[flow_id].update(sent, changed="2026-01-02T03:04:05Z")
-                return httpx.Response(200, json=self.flows[flow_id])
-            case "DELETE", ["flows", flow_id]:
-                del self.flows[flow_id]
-                return httpx.Response(204)
-            case "POST", ["flows", flow_id, "run"]:
-                answer = {"answer": f"fake: {sent['input']}", "conversation": "conv-1"}
-                return httpx.Response(200, json=answer)
-        return httpx.Response(404, json={"error": "no such route"})
 
 
 # --- registering it ----------------------------------------------------------------------
