@@ -17,13 +17,13 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from backends.adapters import kind_choices
 from backends.addresses import validate_backend_url, without_userinfo
 from backends.models import (
     MAX_TIMEOUT_SECONDS,
     MAX_WEIGHT,
     MIN_TIMEOUT_SECONDS,
     Backend,
-    BackendKind,
     validate_api_key,
 )
 from backends.selectors import backend_get_for, backends_visible_to
@@ -51,6 +51,13 @@ class BackendHealthSerializer(serializers.Serializer):
 class SharedHealthSerializer(serializers.Serializer):
     healthy = serializers.BooleanField()
     in_cooldown = serializers.BooleanField()
+
+
+class KindField(serializers.ChoiceField):
+    """A backend kind: one the adapter registry has, read each time a serializer is made."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=kind_choices(), **kwargs)
 
 
 class BackendURLField(serializers.URLField):
@@ -121,7 +128,7 @@ class BackendSerializer(StrictSerializer):
 
     id = serializers.IntegerField(read_only=True)
     name = serializers.CharField(max_length=100)
-    kind = serializers.ChoiceField(choices=BackendKind.choices)
+    kind = KindField()
     base_url = BackendURLField()
     api_key = serializers.CharField(
         max_length=500,
@@ -155,7 +162,7 @@ class SharedBackendSerializer(serializers.Serializer):
 
     id = serializers.IntegerField(read_only=True)
     name = serializers.CharField(read_only=True)
-    kind = serializers.ChoiceField(choices=BackendKind.choices, read_only=True)
+    kind = KindField(read_only=True)
     shared = serializers.SerializerMethodField()
     health = serializers.SerializerMethodField()
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from rest_framework import status
 
-from flywheel.errors import ApplicationError
+from flywheel.errors import ApplicationError, ValidationError
 
 
 class BackendError(ApplicationError):
@@ -99,3 +99,18 @@ class BackendUnexpectedError(BackendError):
 
     type = "UnexpectedError"
     status_code = status.HTTP_502_BAD_GATEWAY
+
+
+class BackendUnsupportedError(ValidationError):
+    """Something the backend's kind cannot do (Langflow has no deployment step).
+
+    The adapter's interface raises it before any call to the server. The
+    request is at fault, not the server: a ValidationError (400), and not a
+    BackendError, so nothing takes it for a failing backend or tries another.
+    """
+
+    def __init__(self, *, label: str, kind: str, backend: str, operation: str) -> None:
+        super().__init__(
+            f"{label} backend {backend!r} does not support {operation}.",
+            details={"backend": backend, "kind": kind, "operation": operation},
+        )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from backends.adapters import kind_choices, kinds
 from backends.addresses import validate_backend_url
 from flywheel.models import Tenant
 
@@ -19,11 +22,6 @@ validate_api_key = RegexValidator(
     "An API key may hold only printable ASCII characters (no line breaks or control characters).",
     code="api_key_characters",
 )
-
-
-class BackendKind(models.TextChoices):
-    FLOWISE = "flowise", "Flowise"
-    LANGFLOW = "langflow", "Langflow"
 
 
 class Backend(models.Model):
@@ -39,7 +37,9 @@ class Backend(models.Model):
     """
 
     name = models.CharField(max_length=100)
-    kind = models.CharField(max_length=20, choices=BackendKind.choices)
+    # The kinds are the adapter registry's (backends/adapters/__init__.py), read when
+    # a form or a validation asks, so a kind added there needs no change here.
+    kind = models.CharField(max_length=20, choices=kind_choices)
     base_url = models.URLField(
         max_length=500,
         validators=[validate_backend_url],
@@ -93,8 +93,10 @@ class Backend(models.Model):
                 violation_error_message="A shared backend with this name already exists.",
                 violation_error_code="duplicate_name",
             ),
+            # The database holds to the registered kinds too: a kind added to the
+            # registry changes this, and makemigrations writes the migration for it.
             models.CheckConstraint(
-                condition=models.Q(kind__in=BackendKind.values), name="backend_kind_valid"
+                condition=models.Q(kind__in=list(kinds())), name="backend_kind_valid"
             ),
             models.CheckConstraint(
                 condition=models.Q(timeout_seconds__gt=0), name="backend_timeout_positive"
@@ -104,6 +106,12 @@ class Backend(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()})"
+
+    def validate_constraints(self, exclude: Collection[str] | None = None) -> None:
+        # The kind check's list was read from the registry when this module loaded; the
+        # field's choices read it each time and refuse the same kinds, so they speak for
+        # it here (the database still holds it).
+        super().validate_constraints(exclude={*(exclude or ()), "kind"})
 
     @property
     def has_api_key(self) -> bool:

@@ -1,20 +1,19 @@
 """The flow lifecycle (seed 003): list, get, create, update, delete, deploy, generate.
 
-Every door (REST, MCP, admin, commands) calls these. They work on both
-kinds as far as each allows: Flowise chatflows, and Langflow flows (which
-have no type, no deployment step and no generator: asking for those is a
-ValidationError naming the kind, never a silent no-op).
+Every door (REST, MCP, admin, commands) calls these. They work on every
+kind through the adapter interface (backends/adapters/base.py), as far as
+each kind allows: what a kind cannot do (Langflow has no flow types, no
+deployment step and no generator) is a ValidationError naming the kind,
+never a silent no-op.
 
-- Input is checked here, before any call to a backend: a name of 1-255
-  characters; ``flow_data`` a JSON object under 1 MB holding ``nodes`` and
-  ``edges`` lists; ``type`` in CHATFLOW_TYPES; a generate description of at
-  least 10 characters; an update that changes something.
+- Input is checked first, before any call to a backend (chatflows/inputs.py),
+  and so is an update that changes nothing.
 - A write goes to the backend first, then the Flow row follows in the same
   call, so Flywheel's view never drifts from the backend; if the backend
   refuses, the rows stay as they were.
 - Tenancy: ``tenant`` is the caller's (None: staff, from the admin or a
   command). A tenant reads flows on shared backends and its own, and writes
-  only on its own.
+  only on its own (chatflows/access.py).
 
 Run (predict) lives in routing (``routing.answering.service.run_flow``): a run is a
 routed query with its flow given, so it leaves a decision like any other.
@@ -24,341 +23,108 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
 
-from backends.adapters import get_adapter
-from backends.adapters.base import DiscoveredFlow
-from backends.adapters.flowise import FlowiseBackend
-from backends.adapters.flowise import discovered_flow as flowise_flow
-from backends.adapters.langflow import LangflowBackend
-from backends.adapters.langflow import discovered_flow as langflow_flow
+from backends.adapters import adapter_class, get_adapter, kinds
+from backends.adapters.base import FlowBackend, FlowRecord
 from backends.errors import BackendNotFoundError
 from backends.models import Backend
-from backends.selectors import as_id
 from backends.services import backend_config
 from chatflows import snapshot
+from chatflows.access import (
+    find_backend,
+    generator_backend,
+    resolve_backend_for_create,
+    resolve_flow,
+    visible,
+)
+from chatflows.inputs import (
+    CHATFLOW_TYPES,
+    FLOW_ID,
+    MAX_BACKEND,
+    MAX_DESCRIPTION,
+    MAX_FLOW_ID,
+    MAX_NAME,
+    MIN_DESCRIPTION,
+    check_backend,
+    check_deployed,
+    check_description,
+    check_flow_data,
+    check_flow_id,
+    check_name,
+    check_type,
+)
 from chatflows.models import Flow
 from chatflows.rows import flow_mark_removed, flow_upsert
 from flywheel.asyncdb import db
-from flywheel.errors import NotFoundError, PermissionDeniedError, ValidationError
-from flywheel.jsonin import string_problem
+from flywheel.errors import ValidationError
 from flywheel.models import Tenant
 
-CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
-KINDS = ("flowise", "langflow")
-MAX_NAME = 255
-MAX_FLOW_DATA_BYTES = 1_000_000
-MIN_DESCRIPTION = 10
-MAX_DESCRIPTION = 10_000
-MAX_FLOW_ID = 200  # as Flow.external_id
-FLOW_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{MAX_FLOW_ID - 1}}}")
-MAX_BACKEND = 100
-
-
-# --- input ------------------------------------------------------------------------
-
-
-def _invalid(field: str, message: str, constraint: str, value: Any = None) -> ValidationError:
-    """Seed 003's shape: ``details`` names the field, the constraint and (short) value."""
-    shown = value if isinstance(value, bool | int | float) or value is None else str(value)[:80]
-    return ValidationError(
-        message,
-        details={
-            "field": field,
-            "value": shown,
-            "constraint": constraint,
-            "fields": {field: message},
-        },
-    )
-
-
-def check_name(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
-        raise _invalid(
-            "name", f"Chatflow name must be between 1 and {MAX_NAME} characters.", "length", value
-        )
-    if problem := string_problem(value):
-        raise _invalid("name", f"Chatflow name must be text: it {problem}.", "text")
-    return value.strip()
-
-
-def check_flow_data(value: Any) -> dict[str, Any]:
-    """``flow_data`` as seed 003 sends it: a JSON string under 1 MB of an object holding
-    ``nodes`` and ``edges`` lists. Returns the decoded object."""
-    if not isinstance(value, str) or not value:
-        raise _invalid("flow_data", "flow_data must be a JSON string.", "type", "(not a string)")
-    if len(value.encode("utf-8", "surrogatepass")) >= MAX_FLOW_DATA_BYTES:
-        raise _invalid("flow_data", "flow_data must be under 1 MB.", "maxSize", "(too large)")
-    try:
-        data = json.loads(value)
-    except json.JSONDecodeError as err:
-        raise _invalid(
-            "flow_data", f"flow_data is not valid JSON: {err.msg}.", "json", "(not JSON)"
-        ) from err
-    except ValueError as err:  # e.g. a number too long to convert
-        raise _invalid("flow_data", "flow_data is not valid JSON.", "json", "(not JSON)") from err
-    if not isinstance(data, dict):
-        raise _invalid("flow_data", "flow_data must be a JSON object.", "object", "(not an object)")
-    missing = [k for k in ("nodes", "edges") if not isinstance(data.get(k), list)]
-    if missing:
-        raise _invalid(
-            "flow_data",
-            f"flow_data must hold {' and '.join(missing)} as lists.",
-            "nodesAndEdges",
-            "(missing " + ", ".join(missing) + ")",
-        )
-    return data
-
-
-def check_type(value: Any) -> str:
-    if value not in CHATFLOW_TYPES:
-        raise _invalid("type", f"type must be one of {', '.join(CHATFLOW_TYPES)}.", "enum", value)
-    return str(value)
-
-
-def check_deployed(value: Any, field: str = "deployed") -> bool:
-    if not isinstance(value, bool):
-        raise _invalid(field, f"{field} must be true or false.", "type", value)
-    return value
-
-
-def check_flow_id(value: Any, field: str = "chatflow_id") -> str:
-    """A flow id as the backends and Flywheel make them (UUIDs, digits): it goes into a
-    backend's URL path, so nothing that could leave that path (``/``, ``..``, ``?``)."""
-    text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
-    if not FLOW_ID.fullmatch(text):
-        raise _invalid(
-            field,
-            f"{field} must be a flow's id: 1-{MAX_FLOW_ID} letters, digits, '-', '_', '.' "
-            "or ':', starting with a letter or digit.",
-            "format",
-            value,
-        )
-    return text
-
-
-def check_backend(value: Any) -> str | None:
-    """The backend named (an id or a name, trimmed), or None when none is: absent, or a
-    string blank once trimmed (``?backend=`` sent empty, as allowEmptyValue permits)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if not isinstance(value, str | int) or isinstance(value, bool):
-        raise _invalid("backend", "backend must be a backend's id or name.", "type", value)
-    text = str(value).strip()
-    if not 0 < len(text) <= MAX_BACKEND or string_problem(text):
-        raise _invalid(
-            "backend",
-            f"backend must be a backend's id or name (1-{MAX_BACKEND} characters).",
-            "format",
-            value,
-        )
-    return text
-
-
-def check_description(value: Any) -> str:
-    if not isinstance(value, str) or len(value.strip()) < MIN_DESCRIPTION:
-        raise _invalid(
-            "description",
-            f"Describe the flow in at least {MIN_DESCRIPTION} characters.",
-            "minLength",
-            value,
-        )
-    if len(value) > MAX_DESCRIPTION or string_problem(value):
-        raise _invalid(
-            "description",
-            f"The description must be text of at most {MAX_DESCRIPTION} characters.",
-            "maxLength",
-        )
-    return value.strip()
-
-
-# --- who may touch which backend and flow -------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """A flow (or, for create, only a backend) the caller may act on."""
-
-    backend: Backend
-    external_id: str = ""
-    flow: Flow | None = None
-
-
-def _visible(tenant: Tenant | None) -> Q:
-    return Q() if tenant is None else Q(tenant__isnull=True) | Q(tenant=tenant)
-
-
-def _find_backend(tenant: Tenant | None, backend: str) -> Backend:
-    """A backend the caller may see, by name (its own before a shared one of that name),
-    else by id: as routing.selection.planning reads a query's backend."""
-    candidates = Backend.objects.filter(_visible(tenant), kind__in=KINDS)
-    pk = as_id(backend)
-    found = candidates.filter(Q(name__iexact=backend) | Q(pk=pk) if pk else Q(name__iexact=backend))
-    wanted = backend.lower()
-    ordered = sorted(found, key=lambda b: (b.name.lower() != wanted, b.tenant_id is None, b.pk))
-    if not ordered:
-        raise NotFoundError(f"No backend {backend!r}.", details={"backend": backend})
-    return ordered[0]
-
-
-def _may_write(tenant: Tenant | None, backend: Backend) -> None:
-    if tenant is not None and backend.tenant_id != tenant.pk:
-        raise PermissionDeniedError(
-            f"Flows on the shared backend {backend.name!r} are managed by an administrator; "
-            "a key manages flows only on its own backends.",
-            details={"backend": backend.name},
-        )
-
-
-def resolve_flow(
-    *, tenant: Tenant | None, flow_id: str, backend: str | None = None, write: bool = False
-) -> Target:
-    """The flow ``flow_id`` names: a backend's own id for it, or Flywheel's Flow id.
-
-    With ``backend`` the id is looked up on that backend, even if discovery
-    has not seen the flow yet; without it, among the flows Flywheel knows on
-    the backends the caller may see. Raises NotFoundError (unknown, or not
-    visible: no existence leak), ValidationError (the id is on several
-    backends: name one), PermissionDeniedError (``write`` on a shared
-    backend by a tenant).
-    """
-    known = Flow.objects.active().filter(backend__in=Backend.objects.filter(_visible(tenant)))
-    known = known.filter(backend__kind__in=KINDS).select_related("backend")
-    if backend is not None:
-        chosen = _find_backend(tenant, backend)
-        row = known.filter(backend=chosen, external_id=flow_id).first()
-        pk = as_id(flow_id)
-        if row is None and pk is not None:
-            row = known.filter(backend=chosen, pk=pk).first()
-        target = Target(chosen, row.external_id if row else flow_id, row)
-    else:
-        rows = list(known.filter(external_id=flow_id))
-        pk = as_id(flow_id)
-        if not rows and pk is not None:
-            rows = list(known.filter(pk=pk))
-        if not rows:
-            raise NotFoundError(
-                f"No flow {flow_id!r} on the backends you can use. If it was made on the "
-                "backend just now, name the backend.",
-                details={"chatflow_id": flow_id},
-            )
-        if len(rows) > 1:
-            raise ValidationError(
-                f"Flow id {flow_id!r} is on several backends: name one.",
-                details={"chatflow_id": flow_id, "backends": sorted(r.backend.name for r in rows)},
-            )
-        target = Target(rows[0].backend, rows[0].external_id, rows[0])
-    if write:
-        _may_write(tenant, target.backend)
-    return target
-
-
-def resolve_backend_for_create(*, tenant: Tenant | None, backend: str | None) -> Backend:
-    """Where a new flow goes: the named backend, or the caller's only writable one."""
-    if backend is not None:
-        chosen = _find_backend(tenant, backend)
-        _may_write(tenant, chosen)
-        return chosen
-    owned = Q() if tenant is None else Q(tenant=tenant)
-    writable = list(Backend.objects.filter(owned, kind__in=KINDS, enabled=True).order_by("name"))
-    if len(writable) != 1:
-        raise _invalid(
-            "backend",
-            "Name the backend to create the flow on: "
-            + (
-                "one of " + ", ".join(repr(b.name) for b in writable) + "."
-                if writable
-                else "you have no backend of your own to write to (register one first)."
-            ),
-            "required",
-        )
-    return writable[0]
-
-
-def _unsupported(backend: Backend, what: str) -> ValidationError:
-    return ValidationError(
-        f"{backend.kind.capitalize()} backend {backend.name!r} does not support {what}.",
-        details={"backend": backend.name, "kind": backend.kind, "operation": what},
-    )
-
+# The lifecycle's public face: its operations, and the input limits and the resolver
+# that the doors (agents, routing, chatflows/openapi.py) read from here.
+__all__ = [
+    "CHATFLOW_TYPES",
+    "FLOW_ID",
+    "MAX_BACKEND",
+    "MAX_DESCRIPTION",
+    "MAX_FLOW_ID",
+    "MAX_NAME",
+    "MIN_DESCRIPTION",
+    "chatflow_create",
+    "chatflow_delete",
+    "chatflow_deploy",
+    "chatflow_generate",
+    "chatflow_get",
+    "chatflow_update",
+    "chatflows_list",
+    "check_backend",
+    "check_flow_id",
+    "generator_model",
+    "resolve_flow",
+    "suggested_name",
+]
 
 # --- the backend's records, in one shape ----------------------------------------------
 
 
-def _iso(value: Any) -> str | None:
-    return str(value) if value else None
+def _adapter(backend: Backend) -> FlowBackend:
+    return get_adapter(backend_config(backend))
 
 
-def _record(backend: Backend, raw: Mapping[str, Any], *, with_data: bool) -> dict[str, Any]:
-    """A flow as seed 003 shows it, whatever the kind; nothing else of the raw record
-    (Flowise keeps key ids and webhook secrets there) is passed on."""
-    if backend.kind == "flowise":
-        data = raw.get("flowData")
-        shown: dict[str, Any] = {
-            "id": str(raw["id"]),
-            "name": str(raw.get("name") or ""),
-            "type": str(raw.get("type") or "CHATFLOW"),
-            "deployed": bool(raw.get("deployed")),
-            "description": str(raw.get("category") or ""),
-            "createdDate": _iso(raw.get("createdDate")),
-            "updatedDate": _iso(raw.get("updatedDate")),
-        }
-    else:
-        data = raw.get("data")
-        shown = {
-            "id": str(raw["id"]),
-            "name": str(raw.get("name") or ""),
-            "type": "FLOW",
-            "deployed": True,  # Langflow has no deployment step: every flow runs
-            "description": str(raw.get("description") or ""),
-            "createdDate": None,
-            "updatedDate": _iso(raw.get("updated_at")),
-        }
-    shown["backend"] = backend.name
-    shown["backend_id"] = backend.pk
-    shown["kind"] = backend.kind
+def _record(backend: Backend, record: FlowRecord, *, with_data: bool) -> dict[str, Any]:
+    """A flow as seed 003 shows it, whatever the kind (the adapter made the record)."""
+    shown: dict[str, Any] = {
+        "id": record.id,
+        "name": record.name,
+        "type": record.type,
+        "deployed": record.deployed,
+        "description": record.description,
+        "createdDate": record.created,
+        "updatedDate": record.updated,
+        "backend": backend.name,
+        "backend_id": backend.pk,
+        "kind": backend.kind,
+    }
     if with_data:
+        data = record.flow_data
         shown["flowData"] = data if isinstance(data, str) or data is None else json.dumps(data)
     return shown
 
 
-def _discovered(backend: Backend, raw: Mapping[str, Any]) -> DiscoveredFlow:
-    """What the Flow row keeps of a record, as discovery would have stored it."""
-    if backend.kind == "flowise":
-        return flowise_flow(raw)
-    return langflow_flow(raw)
-
-
-async def _stored(backend: Backend, raw: Mapping[str, Any]) -> Flow:
-    flow = await db(flow_upsert)(backend=backend, item=_discovered(backend, raw))
+async def _stored(backend: Backend, record: FlowRecord, *, with_data: bool) -> dict[str, Any]:
+    """Keep the Flow row in step with ``record``; the record as shown, with ``flow_id``."""
+    flow = await db(flow_upsert)(backend=backend, item=record.discovered)
     await db(snapshot.publish_flows)()
-    return flow
-
-
-def _flowise(backend: Backend) -> FlowiseBackend:
-    adapter = get_adapter(backend_config(backend))
-    if not isinstance(adapter, FlowiseBackend):
-        raise _unsupported(backend, "chatflow operations")
-    return adapter
-
-
-def _langflow(backend: Backend) -> LangflowBackend:
-    adapter = get_adapter(backend_config(backend))
-    if not isinstance(adapter, LangflowBackend):
-        raise _unsupported(backend, "flow operations")
-    return adapter
+    return {**_record(backend, record, with_data=with_data), "flow_id": flow.pk}
 
 
 def _row_fields(flow: Flow) -> dict[str, Any]:
     return {
         "id": flow.external_id,
         "name": flow.name,
-        "type": (flow.flow_type or "CHATFLOW") if flow.backend.kind == "flowise" else "FLOW",
+        "type": adapter_class(flow.backend.kind).shown_type(flow.flow_type),
         "deployed": flow.deployed,
         "description": flow.description,
         "backend": flow.backend.name,
@@ -378,13 +144,13 @@ def chatflows_list(
 ) -> list[dict[str, Any]]:
     """The flows Flywheel knows on the backends the caller may see (kept by discovery and
     by every write made through Flywheel), by backend name then flow name; ``backend``
-    and ``flow_type`` narrow it. Langflow flows have no type: they show as "FLOW"."""
+    and ``flow_type`` narrow it. Flows of a kind without types (Langflow) show as "FLOW"."""
     backend = check_backend(backend)
     rows = Flow.objects.active().filter(
-        backend__in=Backend.objects.filter(_visible(tenant)), backend__kind__in=KINDS
+        backend__in=Backend.objects.filter(visible(tenant)), backend__kind__in=kinds()
     )
     if backend is not None:
-        rows = rows.filter(backend=_find_backend(tenant, backend))
+        rows = rows.filter(backend=find_backend(tenant, backend))
     if flow_type is not None:
         rows = rows.filter(flow_type=check_type(flow_type))
     return [
@@ -399,12 +165,8 @@ async def chatflow_get(
     target = await db(resolve_flow)(
         tenant=tenant, flow_id=check_flow_id(chatflow_id), backend=check_backend(backend)
     )
-    if target.backend.kind == "flowise":
-        raw = await _flowise(target.backend).get_chatflow(target.external_id)
-    else:
-        raw = await _langflow(target.backend).get_flow(target.external_id)
-    flow = await _stored(target.backend, raw)
-    return {**_record(target.backend, raw, with_data=True), "flow_id": flow.pk}
+    record = await _adapter(target.backend).get_flow(target.external_id)
+    return await _stored(target.backend, record, with_data=True)
 
 
 async def chatflow_create(
@@ -418,8 +180,8 @@ async def chatflow_create(
 ) -> dict[str, Any]:
     """Create a flow on the caller's backend; returns it with Flywheel's ``flow_id``.
 
-    Langflow has no flow types or deployment: ``type`` other than CHATFLOW and
-    ``deployed: false`` are refused for it.
+    A kind without flow types or deployment (Langflow) refuses a ``type``
+    other than CHATFLOW and ``deployed: false``.
     """
     name = check_name(name)
     data = check_flow_data(flow_data)
@@ -427,18 +189,10 @@ async def chatflow_create(
     if deployed is not None:
         deployed = check_deployed(deployed)
     chosen = await db(resolve_backend_for_create)(tenant=tenant, backend=check_backend(backend))
-    if chosen.kind == "flowise":
-        raw = await _flowise(chosen).create_chatflow(
-            {"name": name, "flowData": data, "type": flow_type, "deployed": bool(deployed)}
-        )
-    else:
-        if flow_type != "CHATFLOW":
-            raise _unsupported(chosen, f"flow types ({flow_type})")
-        if deployed is False:
-            raise _unsupported(chosen, "undeployed flows (every Langflow flow can run)")
-        raw = await _langflow(chosen).create_flow({"name": name, "data": data})
-    flow = await _stored(chosen, raw)
-    return {**_record(chosen, raw, with_data=False), "flow_id": flow.pk}
+    record = await _adapter(chosen).create_flow(
+        name=name, flow_data=data, flow_type=flow_type, deployed=deployed
+    )
+    return await _stored(chosen, record, with_data=False)
 
 
 async def chatflow_update(
@@ -451,14 +205,10 @@ async def chatflow_update(
     backend: Any = None,
 ) -> dict[str, Any]:
     """Change a flow's name, flowData or deployment (at least one)."""
-    fields: dict[str, Any] = {}
-    if name is not None:
-        fields["name"] = check_name(name)
-    if flow_data is not None:
-        fields["data"] = check_flow_data(flow_data)
-    if deployed is not None:
-        fields["deployed"] = check_deployed(deployed)
-    if not fields:
+    name = None if name is None else check_name(name)
+    data = None if flow_data is None else check_flow_data(flow_data)
+    deployed = None if deployed is None else check_deployed(deployed)
+    if name is None and data is None and deployed is None:
         raise ValidationError(
             "Nothing to update: give name, flow_data or deployed.",
             details={"field": None, "constraint": "anyOf", "fields": {"name": "One is required."}},
@@ -469,23 +219,16 @@ async def chatflow_update(
         backend=check_backend(backend),
         write=True,
     )
-    if target.backend.kind == "flowise":
-        body = {k: v for k, v in fields.items() if k != "data"}
-        if "data" in fields:
-            body["flowData"] = fields["data"]
-        raw = await _flowise(target.backend).update_chatflow(target.external_id, body)
-    else:
-        if "deployed" in fields:
-            raise _unsupported(target.backend, "deployment (every Langflow flow can run)")
-        raw = await _langflow(target.backend).update_flow(target.external_id, fields)
-    flow = await _stored(target.backend, raw)
-    return {**_record(target.backend, raw, with_data=False), "flow_id": flow.pk}
+    record = await _adapter(target.backend).update_flow(
+        target.external_id, name=name, flow_data=data, deployed=deployed
+    )
+    return await _stored(target.backend, record, with_data=False)
 
 
 async def chatflow_deploy(
     *, tenant: Tenant | None, chatflow_id: Any, deployed: Any, backend: Any = None
 ) -> dict[str, Any]:
-    """Deploy or undeploy a Flowise chatflow (Langflow: a ValidationError naming the kind)."""
+    """Deploy or undeploy a flow (a kind without deployment: a ValidationError naming it)."""
     wanted = check_deployed(deployed)
     target = await db(resolve_flow)(
         tenant=tenant,
@@ -493,11 +236,8 @@ async def chatflow_deploy(
         backend=check_backend(backend),
         write=True,
     )
-    if target.backend.kind != "flowise":
-        raise _unsupported(target.backend, "deployment (every Langflow flow can run)")
-    raw = await _flowise(target.backend).deploy_chatflow(target.external_id, wanted)
-    flow = await _stored(target.backend, raw)
-    return {**_record(target.backend, raw, with_data=False), "flow_id": flow.pk}
+    record = await _adapter(target.backend).deploy_flow(target.external_id, wanted)
+    return await _stored(target.backend, record, with_data=False)
 
 
 async def chatflow_delete(
@@ -515,10 +255,7 @@ async def chatflow_delete(
         write=True,
     )
     try:
-        if target.backend.kind == "flowise":
-            await _flowise(target.backend).delete_chatflow(target.external_id)
-        else:
-            await _langflow(target.backend).delete_flow(target.external_id)
+        await _adapter(target.backend).delete_flow(target.external_id)
     except BackendNotFoundError:
         await db(flow_mark_removed)(backend=target.backend, external_id=target.external_id)
         await db(snapshot.publish_flows)()
@@ -537,36 +274,6 @@ def generator_model() -> dict[str, Any] | None:
     return settings.FLOWISE_GENERATOR_MODEL or None
 
 
-def _generator_backend(tenant: Tenant | None, backend: str | None) -> Backend:
-    """A Flowise backend to generate on: the named one, or the first shared one.
-
-    The configured chat model (which may carry credentials) goes only to
-    shared backends, the operator's own servers, never to a tenant's.
-    """
-    if backend is not None:
-        chosen = _find_backend(tenant, backend)
-        if chosen.kind != "flowise":
-            raise _unsupported(chosen, "generating flows (only Flowise has a generator)")
-    else:
-        first = (
-            Backend.objects.filter(kind="flowise", enabled=True, tenant__isnull=True)
-            .order_by("name")
-            .first()
-        )
-        if first is None:
-            raise ValidationError(
-                "No shared Flowise backend to generate on.", details={"operation": "generate"}
-            )
-        chosen = first
-    if chosen.tenant_id is not None:
-        raise ValidationError(
-            "Flows are generated on shared Flowise backends only: the generator's chat "
-            "model is the operator's and is never sent to a tenant's server.",
-            details={"backend": chosen.name, "operation": "generate"},
-        )
-    return chosen
-
-
 def suggested_name(description: str) -> str:
     """A short title for a generated flow, from the first words of its description."""
     words = re.findall(r"[A-Za-z0-9][A-Za-z0-9'-]*", description)
@@ -578,8 +285,9 @@ def suggested_name(description: str) -> str:
 async def chatflow_generate(
     *, tenant: Tenant | None, description: Any, backend: Any = None
 ) -> dict[str, Any]:
-    """Ask Flowise to generate an AgentFlow V2 for ``description``: ``{flowData, name,
-    description}``, ready for chatflow_create. Nothing is stored."""
+    """Ask a backend's generator (Flowise's AgentFlow V2) for a flow that does what
+    ``description`` says: ``{flowData, name, description}``, ready for chatflow_create.
+    Nothing is stored."""
     text = check_description(description)
     model = generator_model()
     if model is None:
@@ -587,9 +295,8 @@ async def chatflow_generate(
             "Flow generation needs a chat model: the operator sets FLOWISE_GENERATOR_MODEL.",
             details={"operation": "generate", "setting": "FLOWISE_GENERATOR_MODEL"},
         )
-    chosen = await db(_generator_backend)(tenant, check_backend(backend))
-    generated = await _flowise(chosen).generate_agentflow_v2(text, model)
-    flow_data = {"nodes": generated.get("nodes") or [], "edges": generated.get("edges") or []}
+    chosen = await db(generator_backend)(tenant, check_backend(backend))
+    flow_data = await _adapter(chosen).generate_flow(text, model)
     return {
         "flowData": json.dumps(flow_data),
         "name": suggested_name(text),

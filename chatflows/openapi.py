@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backends.adapters import kinds
 from chatflows.lifecycle import (
     CHATFLOW_TYPES,
     FLOW_ID,
@@ -33,7 +34,7 @@ CHATFLOW: dict[str, Any] = {
         "description": _TEXT,
         "backend": _TEXT,
         "backend_id": {"type": "integer"},
-        "kind": {"type": "string", "enum": ["flowise", "langflow"]},
+        "kind": {"type": "string", "enum": list(kinds())},
         "flow_id": {"type": "integer", "description": "Flywheel's id for the flow."},
         "createdDate": {"type": "string", "nullable": True},
         "updatedDate": {"type": "string", "nullable": True},

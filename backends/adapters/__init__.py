@@ -1,6 +1,10 @@
 """The adapter registry: ``Backend.kind`` -> adapter class, and one pooled client per backend.
 
-Adding a backend kind means writing one module and adding one line to ADAPTERS.
+Adding a backend kind means writing one module and adding one line to ADAPTERS
+(and the migration ``makemigrations`` then writes: the database's check on
+``Backend.kind`` lists the registered kinds). Everything else that knows the
+kinds (the model's choices, the API, the admin, the planner, the lifecycle)
+reads them here, and asks the adapter class what its kind can do.
 """
 
 from __future__ import annotations
@@ -22,6 +26,30 @@ ADAPTERS: dict[str, type[FlowBackend]] = {
     "langflow": LangflowBackend,
 }
 
+
+def kinds() -> tuple[str, ...]:
+    """Every backend kind with an adapter, in registry order."""
+    return tuple(ADAPTERS)
+
+
+def kind_choices() -> list[tuple[str, str]]:
+    """``(kind, label)`` for choice fields: the model's, and through it the admin's and API's."""
+    return [(kind, adapter.label) for kind, adapter in ADAPTERS.items()]
+
+
+def adapter_class(kind: str) -> type[FlowBackend]:
+    """The adapter class of ``kind``, to ask what its kind can do; ValueError if none."""
+    try:
+        return ADAPTERS[kind]
+    except KeyError as err:
+        raise ValueError(f"No adapter for backend kind {kind!r}.") from err
+
+
+def generating_kinds() -> tuple[str, ...]:
+    """The kinds whose servers can generate a flow from a description."""
+    return tuple(kind for kind, adapter in ADAPTERS.items() if adapter.generates)
+
+
 # An aiohttp session belongs to the event loop it first ran on, so the pool
 # is kept per loop: one client per backend inside a server's loop, and a fresh
 # set for each asyncio.run() of a command or task (dropped with its loop).
@@ -32,11 +60,7 @@ _closing: set[asyncio.Task[None]] = set()  # keeps close tasks alive until they 
 
 def build_adapter(config: BackendConfig, transport: Transport | None = None) -> FlowBackend:
     """A new adapter with its own client (tests pass a transport)."""
-    try:
-        adapter_class = ADAPTERS[config.kind]
-    except KeyError as err:
-        raise ValueError(f"No adapter for backend kind {config.kind!r}.") from err
-    return adapter_class.build(config, transport)
+    return adapter_class(config.kind).build(config, transport)
 
 
 def get_adapter(config: BackendConfig) -> FlowBackend:

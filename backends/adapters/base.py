@@ -2,7 +2,9 @@
 
 Adapters know HTTP and their server's quirks; they know nothing of the ORM.
 They take a :class:`BackendConfig` and return frozen dataclasses, and raise
-only the typed errors of ``backends.errors``.
+only the typed errors of ``backends.errors``. What a kind cannot do (types,
+deployment, a generator) it declares in class attributes; asking for it is a
+BackendUnsupportedError raised here, before any call to the server.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
-from backends.errors import BackendError
+from backends.errors import BackendError, BackendUnsupportedError
 from backends.http import HttpClient
 from backends.transport import Response, Transport
 
 _Number = TypeVar("_Number", int, float)
+
+DEFAULT_FLOW_TYPE = "CHATFLOW"  # seed 003's type of a new flow when none is asked for
+UNTYPED = "FLOW"  # the type every flow of a kind without flow types shows
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,33 @@ class DiscoveredFlow:
     deployed: bool = True
     description: str = ""
     endpoint_name: str = ""
+
+
+@dataclass(frozen=True)
+class FlowRecord:
+    """A flow as its backend has it now, in the one shape every door shows (seed 003).
+
+    Nothing else of the server's record leaves the adapter (Flowise keeps key
+    ids and webhook secrets there). ``flow_data`` is the flow's definition as
+    the server holds it, decoded (``{"nodes", "edges", ...}``), or None;
+    ``discovered`` is what Flywheel's Flow row keeps of it, exactly as
+    discovery would have stored it.
+    """
+
+    id: str
+    name: str
+    type: str
+    deployed: bool
+    description: str
+    created: str | None
+    updated: str | None
+    flow_data: Any
+    discovered: DiscoveredFlow
+
+
+def timestamp(value: Any) -> str | None:
+    """A record's date as the server wrote it, or None when it has none."""
+    return str(value) if value else None
 
 
 @dataclass(frozen=True)
@@ -159,9 +191,17 @@ class StreamEvent:
 
 
 class FlowBackend(abc.ABC):
-    """An adapter for one backend server. Every call is async and raises BackendError."""
+    """An adapter for one backend server. Every call is async and raises BackendError
+    (or, for what its kind cannot do, BackendUnsupportedError before any call)."""
 
-    kind: str
+    kind: ClassVar[str]
+    label: ClassVar[str]  # the kind's name as people read it: "Flowise"
+    # What the kind can do besides running flows. Without flow types every flow shows
+    # as UNTYPED and a new one takes only the default type; without deployment every
+    # flow can run; without a generator generate_flow refuses.
+    flow_types: ClassVar[tuple[str, ...]] = ()
+    deployable: ClassVar[bool] = False
+    generates: ClassVar[bool] = False
 
     def __init__(self, config: BackendConfig, http: HttpClient) -> None:
         self.config = config
@@ -229,6 +269,113 @@ class FlowBackend(abc.ABC):
         history: Sequence[Exchange] = (),
     ) -> AsyncIterator[StreamEvent]:
         """Run a flow, yielding text chunks and then one end event."""
+
+    # --- what the kind can do -------------------------------------------------------
+
+    @classmethod
+    def shown_type(cls, flow_type: str) -> str:
+        """The type a flow of this kind shows, from the type Flywheel stored for it."""
+        return (flow_type or DEFAULT_FLOW_TYPE) if cls.flow_types else UNTYPED
+
+    @classmethod
+    def unsupported(cls, backend: str, operation: str) -> BackendUnsupportedError:
+        """The error for asking ``backend``, of this kind, for what its kind cannot do."""
+        return BackendUnsupportedError(
+            label=cls.label, kind=cls.kind, backend=backend, operation=operation
+        )
+
+    def _no_deployment(self) -> BackendUnsupportedError:
+        return self.unsupported(self.config.name, f"deployment (every {self.label} flow can run)")
+
+    # --- managing flows (seed 003) -------------------------------------------------
+
+    @abc.abstractmethod
+    async def list_flows(self) -> list[FlowRecord]:
+        """Every flow on the server, in one read (discover_flows pages through them)."""
+
+    @abc.abstractmethod
+    async def get_flow(self, flow_id: str) -> FlowRecord:
+        """One flow, with its definition."""
+
+    async def create_flow(
+        self,
+        *,
+        name: str,
+        flow_data: Mapping[str, Any],
+        flow_type: str = DEFAULT_FLOW_TYPE,
+        deployed: bool | None = None,
+    ) -> FlowRecord:
+        """Create a flow (``deployed`` None: the server's default).
+
+        Raises BackendUnsupportedError, before any call, for a type other than
+        the default on a kind without flow types, and for ``deployed=False``
+        on a kind without deployment.
+        """
+        if flow_type != DEFAULT_FLOW_TYPE and not self.flow_types:
+            raise self.unsupported(self.config.name, f"flow types ({flow_type})")
+        if deployed is False and not self.deployable:
+            raise self.unsupported(
+                self.config.name, f"undeployed flows (every {self.label} flow can run)"
+            )
+        return await self._create_flow(
+            name=name, flow_data=flow_data, flow_type=flow_type, deployed=deployed
+        )
+
+    async def update_flow(
+        self,
+        flow_id: str,
+        *,
+        name: str | None = None,
+        flow_data: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        deployed: bool | None = None,
+    ) -> FlowRecord:
+        """Change what is given (None leaves a field as it is).
+
+        Raises BackendUnsupportedError, before any call, for ``deployed`` on a
+        kind without deployment.
+        """
+        if deployed is not None and not self.deployable:
+            raise self._no_deployment()
+        return await self._update_flow(
+            flow_id, name=name, flow_data=flow_data, description=description, deployed=deployed
+        )
+
+    async def deploy_flow(self, flow_id: str, deployed: bool = True) -> FlowRecord:
+        """Deploy (or undeploy) a flow: an update of ``deployed`` alone."""
+        return await self.update_flow(flow_id, deployed=deployed)
+
+    @abc.abstractmethod
+    async def delete_flow(self, flow_id: str) -> None:
+        """Delete a flow; one the server does not have is a BackendNotFoundError."""
+
+    async def generate_flow(
+        self, description: str, chat_model: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A new flow's definition (``{"nodes", "edges"}``) that the server's generator
+        made from ``description`` with ``chat_model``; nothing is stored.
+
+        A kind without a generator (``generates`` False) raises BackendUnsupportedError.
+        """
+        raise self.unsupported(self.config.name, "generating flows")
+
+    @abc.abstractmethod
+    async def _create_flow(
+        self, *, name: str, flow_data: Mapping[str, Any], flow_type: str, deployed: bool | None
+    ) -> FlowRecord:
+        """The server's create, once create_flow has refused what the kind cannot do."""
+
+    @abc.abstractmethod
+    async def _update_flow(
+        self,
+        flow_id: str,
+        *,
+        name: str | None,
+        flow_data: Mapping[str, Any] | None,
+        description: str | None,
+        deployed: bool | None,
+    ) -> FlowRecord:
+        """The server's update, once update_flow has refused what the kind cannot do."""
 
     async def aclose(self) -> None:
         await self.http.aclose()

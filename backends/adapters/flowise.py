@@ -7,16 +7,12 @@ without the key is a 500 "Unauthorized"; the generator reports failure as a
 inside ``overrideConfig``); a streaming request that fails before streaming
 never answers (hence the read timeout); ``flowData`` travels as a JSON string.
 
-Token usage (observed on 3.1.4 with an OpenAI-compatible LLM): each AGENTFLOW LLM
-node reports its own in ``agentFlowExecutedData[].data.output.usageMetadata``
-(``input_tokens``, ``output_tokens``, ``total_tokens``, and ``total_cost`` in US
-dollars when the model is in Flowise's price list); nothing adds them up, so the
-adapter does. A CHATFLOW's answer carries no usage at all.
+Its records (JSON-string fields and all) are read in flowise_records.py, and token
+usage in flowise_usage.py, beside this module.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -27,13 +23,18 @@ from backends.adapters.base import (
     Exchange,
     ExecutionResult,
     FlowBackend,
+    FlowRecord,
     HealthResult,
     StreamEvent,
     Usage,
-    money,
-    sum_usage,
-    token_count,
 )
+from backends.adapters.flowise_records import (
+    decode_record,
+    discovered_flow,
+    encode_fields,
+    flow_record,
+)
+from backends.adapters.flowise_usage import executed_data_usage, stream_usage, usage_metadata
 from backends.errors import (
     BackendAuthenticationError,
     BackendError,
@@ -49,8 +50,6 @@ PAGE_SIZE = 100
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
 # Parameters with a conventional name that Flowise spells its own way.
 _PARAMETER_NAMES = {"max_tokens": "maxTokens", "top_p": "topP"}
-# Fields of a chatflow record that Flowise stores as JSON-encoded strings.
-_JSON_STRING_FIELDS = ("flowData", "apiConfig", "chatbotConfig", "analytic", "speechToText")
 
 
 def map_error(response: Response, backend: str) -> BackendError:
@@ -103,27 +102,6 @@ def _json_or_not_found(response: Response, backend: str) -> Any:
     return json_body(response, backend)
 
 
-def _decode_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A chatflow record with its JSON-string fields decoded into objects."""
-    decoded = dict(record)
-    for name in _JSON_STRING_FIELDS:
-        value = decoded.get(name)
-        if isinstance(value, str) and value:
-            # Keep what the server has if it is not JSON after all.
-            with contextlib.suppress(ValueError):
-                decoded[name] = json.loads(value)
-    return decoded
-
-
-def _encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """A create/update body with object values of JSON-string fields encoded."""
-    body = dict(fields)
-    for name in _JSON_STRING_FIELDS:
-        if name in body and not isinstance(body[name], str | None):
-            body[name] = json.dumps(body[name])
-    return body
-
-
 def prediction_body(
     question: str,
     session_id: str | None,
@@ -158,6 +136,10 @@ def prediction_body(
 
 class FlowiseBackend(FlowBackend):
     kind = "flowise"
+    label = "Flowise"
+    flow_types = CHATFLOW_TYPES
+    deployable = True
+    generates = True
 
     map_error = staticmethod(map_error)
 
@@ -280,45 +262,64 @@ class FlowiseBackend(FlowBackend):
                 "end", "".join(parts), session, usage=stream_usage(executed, streamed_usage)
             )
 
-    # --- chatflow management ------------------------------------------------------
+    # --- managing chatflows ------------------------------------------------------
 
-    async def list_chatflows(self, flow_type: str | None = None) -> list[dict[str, Any]]:
-        params = {"type": flow_type} if flow_type else None
-        response = await self.http.request("GET", "/api/v1/chatflows", params=params)
-        return [_decode_record(r) for r in _json_or_not_found(response, self.config.name)]
+    async def list_flows(self) -> list[FlowRecord]:
+        response = await self.http.request("GET", "/api/v1/chatflows")
+        body = _json_or_not_found(response, self.config.name)
+        if not isinstance(body, list):
+            raise unreadable("Flowise", self.config.name, "flow list", response)
+        return [self._record(item, response) for item in body]
 
-    async def get_chatflow(self, chatflow_id: str) -> dict[str, Any]:
-        response = await self.http.request("GET", f"/api/v1/chatflows/{chatflow_id}")
-        return _decode_record(_json_or_not_found(response, self.config.name))
+    async def get_flow(self, flow_id: str) -> FlowRecord:
+        response = await self.http.request("GET", f"/api/v1/chatflows/{flow_id}")
+        return self._record(_json_or_not_found(response, self.config.name), response)
 
-    async def create_chatflow(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        response = await self.http.request("POST", "/api/v1/chatflows", json=_encode_fields(fields))
-        return _decode_record(_json_or_not_found(response, self.config.name))
+    async def _create_flow(
+        self, *, name: str, flow_data: Mapping[str, Any], flow_type: str, deployed: bool | None
+    ) -> FlowRecord:
+        fields = {
+            "name": name,
+            "flowData": flow_data,
+            "type": flow_type,
+            "deployed": bool(deployed),
+        }
+        response = await self.http.request("POST", "/api/v1/chatflows", json=encode_fields(fields))
+        return self._record(_json_or_not_found(response, self.config.name), response)
 
-    async def update_chatflow(self, chatflow_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    async def _update_flow(
+        self,
+        flow_id: str,
+        *,
+        name: str | None,
+        flow_data: Mapping[str, Any] | None,
+        description: str | None,
+        deployed: bool | None,
+    ) -> FlowRecord:
+        # A flow's description is what Flowise calls its category (see flow_record).
+        given = {"name": name, "flowData": flow_data, "category": description, "deployed": deployed}
+        return await self.put_chatflow(flow_id, {k: v for k, v in given.items() if v is not None})
+
+    async def put_chatflow(self, chatflow_id: str, fields: Mapping[str, Any]) -> FlowRecord:
+        """Change any of a chatflow's fields, in Flowise's own names (``apiConfig``...)."""
         response = await self.http.request(
-            "PUT", f"/api/v1/chatflows/{chatflow_id}", json=_encode_fields(fields)
+            "PUT", f"/api/v1/chatflows/{chatflow_id}", json=encode_fields(fields)
         )
-        return _decode_record(_json_or_not_found(response, self.config.name))
+        return self._record(_json_or_not_found(response, self.config.name), response)
 
-    async def delete_chatflow(self, chatflow_id: str) -> None:
+    async def delete_flow(self, flow_id: str) -> None:
         # Not retried: a retry after a lost answer would report "not found".
-        response = await self.http.request(
-            "DELETE", f"/api/v1/chatflows/{chatflow_id}", retry=False
-        )
+        response = await self.http.request("DELETE", f"/api/v1/chatflows/{flow_id}", retry=False)
         _json_or_not_found(response, self.config.name)
 
-    async def deploy_chatflow(self, chatflow_id: str, deployed: bool = True) -> dict[str, Any]:
-        return await self.update_chatflow(chatflow_id, {"deployed": deployed})
-
-    async def generate_agentflow_v2(
-        self, question: str, selected_chat_model: Mapping[str, Any]
+    async def generate_flow(
+        self, description: str, chat_model: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """Ask Flowise's generator for an AgentFlow V2 (``{"nodes", "edges"}``); needs an LLM."""
+        """Ask Flowise's generator for an AgentFlow V2; it needs an LLM (``chat_model``)."""
         response = await self.http.request(
             "POST",
             "/api/v1/agentflowv2-generator/generate",
-            json={"question": question, "selectedChatModel": dict(selected_chat_model)},
+            json={"question": description, "selectedChatModel": dict(chat_model)},
         )
         data = _json_or_not_found(response, self.config.name)
         if isinstance(data, dict) and "error" in data:
@@ -337,7 +338,13 @@ class FlowiseBackend(FlowBackend):
                 backend=self.config.name,
                 details=reply_details(response),
             )
-        return data
+        return {"nodes": data.get("nodes") or [], "edges": data.get("edges") or []}
+
+    def _record(self, body: Any, response: Response) -> FlowRecord:
+        try:
+            return flow_record(decode_record(body))
+        except (KeyError, TypeError, ValueError) as err:
+            raise unreadable("Flowise", self.config.name, "chatflow", response) from err
 
 
 def _int(value: Any) -> int:
@@ -360,50 +367,6 @@ def map_stream_error(message: str, backend: str) -> BackendError:
     return BackendUnexpectedError(text, backend=backend)
 
 
-def usage_metadata(metadata: Any) -> Usage | None:
-    """One LLM call's usage from Flowise's ``usageMetadata`` (LangChain's usage_metadata,
-    plus Flowise's own ``total_cost`` when it knows the model's price); None if absent.
-
-    Flowise leaves out a count that is zero (an empty prompt had no ``input_tokens``),
-    so a missing count stays None rather than being guessed.
-    """
-    if not isinstance(metadata, dict):
-        return None
-    usage = Usage(
-        prompt_tokens=token_count(metadata.get("input_tokens")),
-        completion_tokens=token_count(metadata.get("output_tokens")),
-        total_tokens=token_count(metadata.get("total_tokens")),
-        cost=money(metadata.get("total_cost")),
-    )
-    return None if usage == Usage(None, None, None) else usage
-
-
-def executed_data_usage(executed: Any) -> Usage | None:
-    """The summed usage of every node in ``agentFlowExecutedData`` (a list of
-    ``{"data": {"output": {"usageMetadata": {...}}}}``); None when no node reported any,
-    as with LLM-free flows and CHATFLOWs, whose answers have no such list."""
-    if not isinstance(executed, list):
-        return None
-    return sum_usage(
-        usage_metadata(node["data"]["output"].get("usageMetadata"))
-        for node in executed
-        if isinstance(node, dict)
-        and isinstance(node.get("data"), dict)
-        and isinstance(node["data"].get("output"), dict)
-    )
-
-
-def stream_usage(executed: Any, streamed: Sequence[Usage | None]) -> Usage | None:
-    """A stream's usage: from its last ``agentFlowExecutedData`` event, else the sum of
-    its ``usageMetadata`` events.
-
-    The ``usageMetadata`` event comes only from a node that streams, i.e. the last LLM
-    node, when its model has streaming on, and without the cost; the executed data
-    covers every node. So the events are only a fallback for a stream without it.
-    """
-    return executed_data_usage(executed) or sum_usage(streamed)
-
-
 async def _sse_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
     """Flowise's stream: ``message:`` then ``data:{"event": ..., "data": ...}`` lines."""
     async for line in response.aiter_lines():
@@ -415,13 +378,3 @@ async def _sse_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
             continue
         if isinstance(event, dict):
             yield str(event.get("event", "")), event.get("data")
-
-
-def discovered_flow(record: Mapping[str, Any]) -> DiscoveredFlow:
-    return DiscoveredFlow(
-        external_id=str(record["id"]),
-        name=str(record.get("name") or record["id"]),
-        flow_type=str(record.get("type") or "CHATFLOW"),
-        deployed=bool(record.get("deployed")),
-        description=str(record.get("category") or ""),
-    )

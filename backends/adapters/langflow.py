@@ -6,10 +6,7 @@ is blank-line-separated bare JSON objects, not SSE, and a failing stream is a
 200 carrying ``error`` events; the session id defaults to the flow id;
 ``GET /api/v1/flows/`` paginates only with ``get_all=false``.
 
-Token usage (observed on 1.13 with the OpenAI component): a chat output's message
-carries ``properties.usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``),
-which Langflow has already summed over every LLM component upstream of it; it
-reports no cost. Without an LLM the field is null.
+Token usage is read in langflow_usage.py, beside this module.
 """
 
 from __future__ import annotations
@@ -21,16 +18,17 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from backends.adapters.base import (
+    UNTYPED,
     DiscoveredFlow,
     Exchange,
     ExecutionResult,
     FlowBackend,
+    FlowRecord,
     HealthResult,
     StreamEvent,
-    Usage,
-    sum_usage,
-    token_count,
+    timestamp,
 )
+from backends.adapters.langflow_usage import run_usage
 from backends.errors import (
     BackendAuthenticationError,
     BackendError,
@@ -138,59 +136,10 @@ def answer_text(run_response: Mapping[str, Any]) -> str:
     return str(messages[0].get("message", "")) if messages else ""
 
 
-def message_usage(usage: Any) -> Usage | None:
-    """One message's ``properties.usage`` (``{"input_tokens", "output_tokens",
-    "total_tokens"}``); None when it is null or holds no count."""
-    if not isinstance(usage, dict):
-        return None
-    found = Usage(
-        prompt_tokens=token_count(usage.get("input_tokens")),
-        completion_tokens=token_count(usage.get("output_tokens")),
-        total_tokens=token_count(usage.get("total_tokens")),
-    )
-    return None if found == Usage(None, None, None) else found
-
-
-def run_usage(run_response: Mapping[str, Any]) -> Usage | None:
-    """The token usage of a run: ``outputs[].outputs[].results.message.properties.usage``.
-
-    Each chat output's figure already sums every LLM upstream of it, so several LLMs
-    in a chain are counted by Langflow, not here. Several chat outputs are added up,
-    but once per producing component (``properties.source.id``): by Langflow's code,
-    two outputs fed by the same LLM carry the same figure. The per-component
-    ``token_usage`` field is not read: it is null on chat outputs and, where set
-    (``output_type=debug``), is already inside the chat output's figure.
-    """
-    by_source: dict[str, Usage | None] = {}
-    for index, result in enumerate(_results(run_response)):
-        results = result.get("results")
-        message = results.get("message") if isinstance(results, dict) else None
-        if not isinstance(message, dict) or not isinstance(message.get("properties"), dict):
-            continue
-        properties = message["properties"]
-        source = properties.get("source")
-        source_id = source.get("id") if isinstance(source, dict) else None
-        key = str(source_id or result.get("component_id") or index)
-        by_source.setdefault(key, message_usage(properties.get("usage")))
-    return sum_usage(by_source.values())
-
-
-def _results(run_response: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every per-component result of a run (``outputs[].outputs[]``) that is an object."""
-    runs = run_response.get("outputs") if isinstance(run_response, Mapping) else None
-    if not isinstance(runs, list):
-        return []
-    return [
-        result
-        for run in runs
-        if isinstance(run, dict) and isinstance(run.get("outputs"), list)
-        for result in run["outputs"]
-        if isinstance(result, dict)
-    ]
-
-
 class LangflowBackend(FlowBackend):
     kind = "langflow"
+    label = "Langflow"
+    # No flow types, no deployment step, no generator: the base class refuses those.
 
     map_error = staticmethod(map_error)
 
@@ -334,30 +283,55 @@ class LangflowBackend(FlowBackend):
             backend=self.config.name,
         )
 
-    # --- flow management ------------------------------------------------------
+    # --- managing flows ----------------------------------------------------------
 
-    async def list_flows(self) -> list[dict[str, Any]]:
+    async def list_flows(self) -> list[FlowRecord]:
         response = await self.http.request(
             "GET", "/api/v1/flows/", params={"get_all": "true", "remove_example_flows": "true"}
         )
-        return list(json_body(response, self.config.name))
+        body = json_body(response, self.config.name)
+        if not isinstance(body, list):
+            raise unreadable("Langflow", self.config.name, "flow list", response)
+        return [self._record(item, response) for item in body]
 
-    async def get_flow(self, flow_id: str) -> dict[str, Any]:
+    async def get_flow(self, flow_id: str) -> FlowRecord:
         response = await self.http.request("GET", f"/api/v1/flows/{flow_id}")
-        return dict(json_body(response, self.config.name))
+        return self._record(json_body(response, self.config.name), response)
 
-    async def create_flow(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        response = await self.http.request("POST", "/api/v1/flows/", json=dict(fields))
-        return dict(json_body(response, self.config.name))
+    async def _create_flow(
+        self, *, name: str, flow_data: Mapping[str, Any], flow_type: str, deployed: bool | None
+    ) -> FlowRecord:
+        # Langflow has no types and no deployment: create_flow refused any other ask.
+        fields = {"name": name, "data": dict(flow_data)}
+        response = await self.http.request("POST", "/api/v1/flows/", json=fields)
+        return self._record(json_body(response, self.config.name), response)
 
-    async def update_flow(self, flow_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    async def _update_flow(
+        self,
+        flow_id: str,
+        *,
+        name: str | None,
+        flow_data: Mapping[str, Any] | None,
+        description: str | None,
+        deployed: bool | None,
+    ) -> FlowRecord:
+        given = {"name": name, "data": flow_data, "description": description}
         response = await self.http.request(
-            "PATCH", f"/api/v1/flows/{flow_id}", json=dict(fields), retry=True
+            "PATCH",
+            f"/api/v1/flows/{flow_id}",
+            json={k: v for k, v in given.items() if v is not None},
+            retry=True,
         )
-        return dict(json_body(response, self.config.name))
+        return self._record(json_body(response, self.config.name), response)
 
     async def delete_flow(self, flow_id: str) -> None:
         await self.http.request("DELETE", f"/api/v1/flows/{flow_id}", retry=False)
+
+    def _record(self, body: Any, response: Response) -> FlowRecord:
+        try:
+            return flow_record(body)
+        except (AttributeError, KeyError, TypeError) as err:
+            raise unreadable("Langflow", self.config.name, "flow", response) from err
 
 
 def _stream_error(text: str, backend: str) -> BackendError:
@@ -385,8 +359,23 @@ def discovered_flow(item: Mapping[str, Any]) -> DiscoveredFlow:
     return DiscoveredFlow(
         external_id=str(item["id"]),
         name=str(item.get("name") or item["id"]),
-        flow_type=str(item.get("flow_type") or "FLOW").upper(),
+        flow_type=str(item.get("flow_type") or UNTYPED).upper(),
         deployed=True,  # Langflow has no deployment step: every flow can run
         description=str(item.get("description") or ""),
         endpoint_name=str(item.get("endpoint_name") or ""),
+    )
+
+
+def flow_record(item: Mapping[str, Any]) -> FlowRecord:
+    """A flow as every door shows it: Langflow's own ``flow_type`` is not a seed-003 type."""
+    return FlowRecord(
+        id=str(item["id"]),
+        name=str(item.get("name") or ""),
+        type=UNTYPED,
+        deployed=True,
+        description=str(item.get("description") or ""),
+        created=None,
+        updated=timestamp(item.get("updated_at")),
+        flow_data=item.get("data"),
+        discovered=discovered_flow(item),
     )

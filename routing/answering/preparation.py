@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from backends.adapters import kinds
 from backends.adapters.base import Exchange
-from chatflows.lifecycle import KINDS, resolve_flow
+from chatflows.lifecycle import resolve_flow
 from flywheel.asyncdb import db
 from flywheel.errors import (
     ApplicationError,
@@ -153,7 +154,7 @@ async def plan_query(
 def _why_not_routable(tenant: Tenant | None, flow: str, backend: str) -> ApplicationError | None:
     """Why a named flow cannot run, read from the database on this error path only;
     None when the database has it runnable (the routing state is behind)."""
-    named = None if backend.lower() in {"auto", *KINDS} else backend
+    named = None if backend.lower() in {"auto", *kinds()} else backend
     try:
         target = resolve_flow(tenant=tenant, flow_id=flow, backend=named)
     except ApplicationError as err:

@@ -88,41 +88,42 @@ async def test_streaming_a_flow_that_cannot_stream_still_answers(
 
 async def test_the_chatflow_lifecycle(flowise: FlowiseBackend) -> None:
     name = f"flywheel-live-{uuid.uuid4().hex[:8]}"
-    created = await flowise.create_chatflow(
-        {"name": name, "type": "CHATFLOW", "flowData": CHATFLOW_DATA, "deployed": False}
+    created = await flowise.create_flow(
+        name=name, flow_data=CHATFLOW_DATA, flow_type="CHATFLOW", deployed=False
     )
-    flow_id = created["id"]
+    flow_id = created.id
     try:
-        fetched = await flowise.get_chatflow(flow_id)
-        updated = await flowise.update_chatflow(flow_id, {"name": f"{name}-renamed"})
-        deployed = await flowise.deploy_chatflow(flow_id)
+        fetched = await flowise.get_flow(flow_id)
+        updated = await flowise.update_flow(flow_id, name=f"{name}-renamed")
+        deployed = await flowise.deploy_flow(flow_id)
         answer = await flowise.execute_flow(flow_id, "lifecycle")
     finally:
-        await flowise.delete_chatflow(flow_id)
+        await flowise.delete_flow(flow_id)
 
-    assert fetched["name"] == name
-    assert isinstance(fetched["flowData"], dict)  # decoded from Flowise's JSON string
-    assert updated["name"] == f"{name}-renamed"
-    assert deployed["deployed"] is True
+    assert fetched.name == name
+    assert isinstance(fetched.flow_data, dict)  # decoded from Flowise's JSON string
+    assert updated.name == f"{name}-renamed"
+    assert deployed.deployed is True
     assert answer.text == "Echo: lifecycle"
     with pytest.raises(BackendNotFoundError):
-        await flowise.get_chatflow(flow_id)
+        await flowise.get_flow(flow_id)
 
 
 async def test_deleting_an_unknown_chatflow_is_not_found(flowise: FlowiseBackend) -> None:
     with pytest.raises(BackendNotFoundError):  # Flowise says 500
-        await flowise.delete_chatflow(str(uuid.uuid4()))
+        await flowise.delete_flow(str(uuid.uuid4()))
 
 
 async def test_a_non_uuid_id_is_a_validation_error(flowise: FlowiseBackend) -> None:
     with pytest.raises(BackendValidationError) as raised:
-        await flowise.get_chatflow("not-a-uuid")
+        await flowise.get_flow("not-a-uuid")
     assert raised.value.http_status == 400
 
 
 async def test_bad_flow_data_is_a_validation_error(flowise: FlowiseBackend) -> None:
     with pytest.raises(BackendValidationError):  # Flowise says 500
-        await flowise.create_chatflow({"name": "bad", "type": "CHATFLOW", "flowData": "not json"})
+        # Text that is not JSON, sent as it is: Flowise's own check is what is tested.
+        await flowise.create_flow(name="bad", flow_data="not json")  # type: ignore[arg-type]
 
 
 async def test_a_wrong_key_is_an_authentication_error(flowise_config: BackendConfig) -> None:
@@ -150,7 +151,7 @@ async def test_the_generator_without_an_llm_is_a_validation_error(
     flowise: FlowiseBackend,
 ) -> None:
     with pytest.raises(BackendValidationError, match="could not generate"):  # Flowise says 200
-        await flowise.generate_agentflow_v2("a flow that greets", {"name": "noSuchModel"})
+        await flowise.generate_flow("a flow that greets", {"name": "noSuchModel"})
 
 
 async def test_a_stream_that_never_starts_is_a_timeout(flowise_config: BackendConfig) -> None:
@@ -194,18 +195,16 @@ async def test_a_rate_limited_flow_is_a_rate_limit_error(flowise: FlowiseBackend
     api_config = {
         "rateLimit": {"status": True, "limitMax": "1", "limitDuration": "60", "limitMsg": "slow"}
     }
-    created = await flowise.create_chatflow(
-        {
-            "name": f"flywheel-live-limited-{uuid.uuid4().hex[:8]}",
-            "type": "CHATFLOW",
-            "flowData": CHATFLOW_DATA,
-        }
+    created = await flowise.create_flow(
+        name=f"flywheel-live-limited-{uuid.uuid4().hex[:8]}",
+        flow_data=CHATFLOW_DATA,
+        flow_type="CHATFLOW",
     )
     try:
         # Flowise reads a flow's rate limit on update (and at start-up), not on create.
-        await flowise.update_chatflow(created["id"], {"apiConfig": api_config})
-        await flowise.execute_flow(created["id"], "first")
+        await flowise.put_chatflow(created.id, {"apiConfig": api_config})
+        await flowise.execute_flow(created.id, "first")
         with pytest.raises(BackendRateLimitError):
-            await flowise.execute_flow(created["id"], "second")
+            await flowise.execute_flow(created.id, "second")
     finally:
-        await flowise.delete_chatflow(created["id"])
+        await flowise.delete_flow(created.id)

@@ -103,21 +103,21 @@ async def test_a_run_error_is_unexpected_with_the_inner_message(
 
 async def test_the_flow_lifecycle(langflow: LangflowBackend) -> None:
     name = f"flywheel-live-{uuid.uuid4().hex[:8]}"
-    created = await langflow.create_flow({"name": name, "data": ECHO_FLOW.get("data", ECHO_FLOW)})
+    created = await langflow.create_flow(name=name, flow_data=ECHO_FLOW.get("data", ECHO_FLOW))
     try:
-        fetched = await langflow.get_flow(created["id"])
-        updated = await langflow.update_flow(created["id"], {"description": "from flywheel"})
-        answer = await langflow.execute_flow(created["id"], "lifecycle")
-        listed = {f["id"] for f in await langflow.list_flows()}
+        fetched = await langflow.get_flow(created.id)
+        updated = await langflow.update_flow(created.id, description="from flywheel")
+        answer = await langflow.execute_flow(created.id, "lifecycle")
+        listed = {f.id for f in await langflow.list_flows()}
     finally:
-        await langflow.delete_flow(created["id"])
+        await langflow.delete_flow(created.id)
 
-    assert fetched["name"] == name
-    assert updated["description"] == "from flywheel"
+    assert fetched.name == name
+    assert updated.description == "from flywheel"
     assert answer.text == "lifecycle"
-    assert created["id"] in listed
+    assert created.id in listed
     with pytest.raises(BackendNotFoundError):
-        await langflow.get_flow(created["id"])
+        await langflow.get_flow(created.id)
 
 
 async def test_an_unknown_flow_is_not_found(langflow: LangflowBackend) -> None:

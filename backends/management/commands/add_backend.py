@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from backends.adapters import kinds
 from backends.management.owner import add_owner_arguments, owner
-from backends.models import BackendKind
 from backends.selectors import backend_find
 from backends.services import (
     backend_create,
@@ -28,7 +28,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", required=True)
-        parser.add_argument("--kind", required=True, choices=BackendKind.values)
+        parser.add_argument("--kind", required=True, choices=kinds())
         parser.add_argument("--url", required=True, help="Base URL, e.g. http://127.0.0.1:3000")
         parser.add_argument(
             "--api-key", default="", help="The backend's API key (stored, never shown)."

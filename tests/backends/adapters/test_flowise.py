@@ -152,10 +152,10 @@ async def test_a_prediction_is_not_retried() -> None:
 async def test_reads_are_retried_on_503_then_succeed() -> None:
     answers = iter([httpx.Response(503), httpx.Response(503), response("flowise", "chatflow_get")])
 
-    record = await adapter(lambda request: next(answers)).get_chatflow(AGENTFLOW_ID)
+    record = await adapter(lambda request: next(answers)).get_flow(AGENTFLOW_ID)
 
-    assert record["name"] == "echo-agentflow"
-    assert isinstance(record["flowData"], dict)
+    assert record.name == "echo-agentflow"
+    assert isinstance(record.flow_data, dict)
 
 
 async def test_streaming_normalises_sse_into_chunks_and_an_end() -> None:
@@ -208,46 +208,48 @@ async def test_an_error_event_inside_a_200_stream_raises() -> None:
 )
 async def test_get_errors_come_out_typed(capture: str, error: type[BackendError]) -> None:
     with pytest.raises(error) as raised:
-        await adapter(always(capture)).get_chatflow(AGENTFLOW_ID)
+        await adapter(always(capture)).get_flow(AGENTFLOW_ID)
 
     assert "sk-SECRET" not in str(raised.value.as_dict())
 
 
 async def test_deleting_an_unknown_chatflow_is_not_found_despite_the_500() -> None:
     with pytest.raises(BackendNotFoundError) as raised:
-        await adapter(always("chatflow_delete_unknown")).delete_chatflow("0000")
+        await adapter(always("chatflow_delete_unknown")).delete_flow("0000")
     assert raised.value.http_status == 500
 
 
 @pytest.mark.parametrize("capture", ["chatflow_create_bad_type", "chatflow_create_bad_flowdata"])
 async def test_bad_flow_definitions_are_validation_errors(capture: str) -> None:
     with pytest.raises(BackendValidationError):
-        await adapter(always(capture)).create_chatflow({"name": "x", "type": "NOPE"})
+        await adapter(always(capture)).create_flow(
+            name="x", flow_data={"nodes": [], "edges": []}, flow_type="NOPE"
+        )
 
 
 async def test_creating_a_chatflow_sends_flow_data_as_a_json_string() -> None:
     sent: list[httpx.Request] = []
     flow_data: dict[str, list[object]] = {"nodes": [], "edges": []}
 
-    created = await adapter(always("chatflow_create", sent)).create_chatflow(
-        {"name": "fixture-scratch", "type": "CHATFLOW", "flowData": flow_data}
+    created = await adapter(always("chatflow_create", sent)).create_flow(
+        name="fixture-scratch", flow_data=flow_data, flow_type="CHATFLOW"
     )
 
     assert json.loads(json.loads(sent[0].content)["flowData"]) == flow_data
-    assert created["name"] == "fixture-scratch"
+    assert created.name == "fixture-scratch"
 
 
 async def test_deploy_sets_deployed_through_an_update() -> None:
     sent: list[httpx.Request] = []
 
-    await adapter(always("chatflow_get", sent)).deploy_chatflow(AGENTFLOW_ID)
+    await adapter(always("chatflow_get", sent)).deploy_flow(AGENTFLOW_ID)
 
     assert (sent[0].method, json.loads(sent[0].content)) == ("PUT", {"deployed": True})
 
 
 async def test_a_generator_error_inside_a_200_is_a_validation_error() -> None:
     with pytest.raises(BackendValidationError, match="could not generate") as raised:
-        await adapter(always("generator_no_llm")).generate_agentflow_v2("q", {"name": "x"})
+        await adapter(always("generator_no_llm")).generate_flow("q", {"name": "x"})
     assert raised.value.details["raw_response"]
 
 
@@ -261,7 +263,7 @@ async def test_a_429_is_a_rate_limit_error_after_retries_honouring_retry_after()
         )
 
     with pytest.raises(BackendRateLimitError):
-        await adapter(limited).list_chatflows()
+        await adapter(limited).list_flows()
     assert len(sent) == 1 + HttpClient.max_retries
 
 

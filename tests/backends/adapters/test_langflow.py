@@ -201,12 +201,12 @@ async def test_the_flow_lifecycle_calls() -> None:
         return response("langflow", next(answers))
 
     lf = adapter(handle)
-    created = await lf.create_flow({"name": "fixture-scratch", "data": {"nodes": [], "edges": []}})
-    patched = await lf.update_flow(created["id"], {"description": "patched by capture_fixtures.py"})
-    await lf.delete_flow(created["id"])
+    created = await lf.create_flow(name="fixture-scratch", flow_data={"nodes": [], "edges": []})
+    patched = await lf.update_flow(created.id, description="patched by capture_fixtures.py")
+    await lf.delete_flow(created.id)
 
     assert [r.method for r in sent] == ["POST", "PATCH", "DELETE"]
-    assert patched["description"] == "patched by capture_fixtures.py"
+    assert patched.description == "patched by capture_fixtures.py"
 
 
 # --- what an error tells: Flywheel's words, never a body, never our key -------------------
