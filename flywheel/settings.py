@@ -1,7 +1,7 @@
 """Django settings for Flywheel.
 
 Every value that varies between deployments is read here, and only here, from
-the environment (see ``.env.example`` and the README's configuration table).
+the environment (see ``.env.example`` and docs/configuration.md).
 A bad value stops start-up with a message naming the variable.
 """
 

@@ -54,7 +54,7 @@ from tests.routing_world import refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CONVERGENCE_SECONDS = 1.0  # what the README promises: "every process sees it within a second"
+CONVERGENCE_SECONDS = 1.0  # what docs/using.md promises: "every process sees it within a second"
 GIVE_UP_SECONDS = 5.0  # polling goes on past the promise, so a late change is measured too
 POLL_SECONDS = 0.005
 START_TIMEOUT = 60.0
