@@ -17,7 +17,7 @@ from flywheel.jsonin import string_problem
 from flywheel.models import Tenant
 from routing.answering.sessions import session_key
 from routing.models import Outcome, RoutingDecision
-from routing.recording.writer import settle
+from routing.recording.writer import reads_own_writes
 
 INTENT_SLUG = re.compile(
     r"[-a-z0-9_]{1,50}"
@@ -41,6 +41,7 @@ def _check_filters(intent: str | None, outcome: str | None, backend: str | None)
         raise _refuse("backend", "Must be a backend's name (up to 100 characters).")
 
 
+@reads_own_writes
 def decisions_for(
     tenant: Tenant | None,
     *,
@@ -57,7 +58,6 @@ def decisions_for(
     """
     _check_filters(intent, outcome, backend)
     session = session_key(session_id, field="session") if session_id else None
-    settle()
     decisions = RoutingDecision.objects.select_related("backend", "flow").order_by(
         "-created_at", "-id"
     )

@@ -16,7 +16,7 @@ from flywheel.errors import NotFoundError
 from routing.answering.query import trace_path
 from routing.answering.sessions import session_key
 from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session
-from routing.recording.writer import settle
+from routing.recording.writer import reads_own_writes
 
 
 def visualization_path(session_id: object) -> str:
@@ -97,6 +97,7 @@ def decision_for(scope: Scope, request_id: uuid.UUID) -> RoutingDecision:
     return decision
 
 
+@reads_own_writes
 def session_visualization(*, scope: Scope, session_id: object) -> dict[str, Any]:
     """Every decision of a session the scope may read, oldest first, each as its story.
 
@@ -104,7 +105,6 @@ def session_visualization(*, scope: Scope, session_id: object) -> dict[str, Any]
     the scope cannot see (another tenant's is the same as none).
     """
     key = session_key(str(session_id), field="session_id")
-    settle()
     sessions = Session.objects.select_related("tenant")
     if scope.tenant is not None:
         sessions = sessions.filter(tenant=scope.tenant)

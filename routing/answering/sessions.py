@@ -20,7 +20,7 @@ from flywheel.cache import shared_cache, shared_cache_set
 from flywheel.errors import NotFoundError, ValidationError
 from routing.answering.query_input import SESSION_ID_RULE
 from routing.models import Session, Turn
-from routing.recording.writer import settle
+from routing.recording.writer import reads_own_writes
 
 RECENT_TURNS = 5
 MAX_SESSIONS_LISTED = 500
@@ -132,13 +132,13 @@ async def session_remember(
     )
 
 
+@reads_own_writes
 def session_get(*, tenant_id: int, session_id: str) -> Session:
     """The tenant's session row, once this process's pending writes have landed.
 
     Raises ValidationError / NotFoundError like session_recent.
     """
     key = session_key(session_id)
-    settle()
     session = Session.objects.filter(pk=key, tenant_id=tenant_id).first()
     if session is None:
         raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
@@ -154,6 +154,7 @@ def session_history(*, tenant_id: int, session_id: str | uuid.UUID) -> list[Past
     return [_past(t) for t in turns]
 
 
+@reads_own_writes
 def sessions_list(*, tenant_id: int, limit: int = 50) -> list[dict[str, Any]]:
     """The tenant's conversations, most recently active first (at most ``limit``, 1-500),
     once this process's pending writes have landed: each with ``id``, ``created_at``,
@@ -173,7 +174,6 @@ def sessions_list(*, tenant_id: int, limit: int = 50) -> list[dict[str, Any]]:
             f"limit must be an integer from 1 to {MAX_SESSIONS_LISTED}.",
             details={"fields": {"limit": f"Must be an integer from 1 to {MAX_SESSIONS_LISTED}."}},
         )
-    settle()
     first = Turn.objects.filter(session=OuterRef("pk")).order_by("created_at", "id")
     last = Turn.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id")
     rows = (

@@ -16,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import functools
 import logging
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from django.conf import settings
 from django.db import connection, connections
@@ -40,6 +42,8 @@ from routing.selection.state import (
     policy_values,
 )
 
+P = ParamSpec("P")
+R = TypeVar("R")
 logger = logging.getLogger(__name__)
 decisions_log = logging.getLogger("flywheel.decisions")  # one line per decision
 
@@ -357,11 +361,25 @@ async def session_settled(session_id: uuid.UUID, timeout: float = 2.0) -> None:
         await asyncio.sleep(0.002)
 
 
-def settle(timeout: float = 2.0) -> None:
+def _settle(timeout: float = 2.0) -> None:
     """Let this process's pending writes land (up to ``timeout``), so that a read
     right after an answer (its decision, its session) finds what it wrote."""
     if _writer.pending():
         _writer.drain(timeout)
+
+
+def reads_own_writes(read: Callable[P, R]) -> Callable[P, R]:
+    """Read your writes: ``read`` (a reader of decisions, sessions or turns) runs once
+    this process's pending writes have landed, so a read right after an
+    answer finds it. Every such reader is wrapped by this one helper; the query path
+    itself waits for one session's writes only (session_settled)."""
+
+    @functools.wraps(read)
+    def after_own_writes(*args: P.args, **kwargs: P.kwargs) -> R:
+        _settle()
+        return read(*args, **kwargs)
+
+    return after_own_writes
 
 
 def drain(timeout: float = 30.0) -> None:
