@@ -67,7 +67,10 @@ SETUP = """
 from backends.models import Backend, BackendHealth
 from chatflows.models import Flow
 from flywheel.services import api_key_create, tenant_get_or_create_default
-from routing.install import defaults_load
+try:
+    from routing.install import defaults_load
+except ImportError:  # a checkout from before routing's rooms (bench/load.py --before)
+    from routing.services import defaults_load
 defaults_load()
 for name, port in (("instant", {instant}), ("slow", {slow})):
     b = Backend.objects.create(name=name, kind="flowise", base_url=f"http://127.0.0.1:{{port}}")
