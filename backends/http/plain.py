@@ -6,7 +6,7 @@ that call cost the web process about 0.1 ms of CPU (its request and
 response objects, timers, stream readers); here it is one protocol object
 per connection, a pool of idle keep-alive connections per host and port,
 and httptools (uvicorn's C parser) reading the answer. TLS and streamed
-answers stay with aiohttp (backends/transport.py, NetworkTransport).
+answers stay with aiohttp (transport.py, NetworkTransport).
 
 What it does, as aiohttp did for these requests:
 
@@ -40,7 +40,8 @@ import httptools
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from backends.addresses import spelled_allowed
-from backends.transport import (
+from backends.http.limits import IDLE_SECONDS, MAX_CONNECTIONS
+from backends.http.transport import (
     AiohttpTransport,
     Request,
     Response,
@@ -48,7 +49,6 @@ from backends.transport import (
     TransportTimeout,
 )
 
-IDLE_SECONDS = 4.0
 Answer: TypeAlias = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body
 
 
@@ -202,7 +202,7 @@ class PlainHttp:
     """Keep-alive connections over plain TCP, pooled per host and port, for whole
     (not streamed) requests to http:// URLs. ``restricted``: see the module."""
 
-    def __init__(self, *, restricted: bool = False, max_connections: int = 1000) -> None:
+    def __init__(self, *, restricted: bool = False, max_connections: int = MAX_CONNECTIONS) -> None:
         self.restricted = restricted
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._slots = asyncio.Semaphore(max_connections)
@@ -312,7 +312,7 @@ class PlainHttp:
 class NetworkTransport:
     """The transport the product uses: whole requests to http:// URLs over
     :class:`PlainHttp`; TLS, streamed answers and the rare rest (HEAD, credentials
-    in the URL) over aiohttp (backends/transport.py). Both guard addresses alike."""
+    in the URL) over aiohttp (transport.py). Both guard addresses alike."""
 
     def __init__(self, *, restricted: bool = False) -> None:
         self.restricted = restricted

@@ -1,12 +1,13 @@
-"""All HTTP to backends goes through :class:`HttpClient`: one pooled client per
-backend, explicit timeouts, a bounded retry budget for idempotent calls, and
+"""All outbound HTTP goes through :class:`HttpClient`: one pooled client per
+server, explicit timeouts, a bounded retry budget for idempotent calls, and
 transport failures turned into typed errors.
 
-The client decides; a transport (backends/transport.py) carries the bytes.
-What a failure says is Flywheel's own account (kind of failure, HTTP status,
-content type, size), never a reply's body or the library's words, and every
-error leaving the client is scrubbed of the credentials it sent
-(backends/redact.py): error text reaches tenants, decisions and logs.
+The client decides; a transport (transport.py, plain.py) carries the bytes,
+within the bounds of limits.py. What a failure says is Flywheel's own
+account (kind of failure, HTTP status, content type, size), never a reply's
+body or the library's words, and every error leaving the client is scrubbed
+of the credentials it sent (redact.py): error text reaches tenants,
+decisions and logs.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from backends.errors import (
     BackendTimeoutError,
     BackendUnexpectedError,
 )
-from backends.plain import NetworkTransport
-from backends.redact import redact, redact_value, secret_spellings
-from backends.transport import (
+from backends.http import limits
+from backends.http.plain import NetworkTransport
+from backends.http.redact import redact, redact_value, secret_spellings
+from backends.http.transport import (
     Request,
     Response,
     Transport,
@@ -40,9 +42,6 @@ from backends.transport import (
 )
 from flywheel.jsonout import dumps
 
-# Connecting should be quick on the networks backends live on; the read
-# timeout is the backend's own setting (a flow may think for a while).
-CONNECT_TIMEOUT_SECONDS = 5.0
 # Statuses worth retrying: the server says "not now", not "never".
 RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -118,24 +117,23 @@ def json_body(response: Response, backend: str) -> Any:
 
 
 def network_transport(*, restricted: bool = False) -> Transport:
-    """What carries requests when no transport is given: backends/plain.py's
-    NetworkTransport (plain HTTP/1.1 for whole requests to http:// URLs, aiohttp for
-    the rest).
+    """What carries requests when no transport is given: plain.py's NetworkTransport
+    (plain HTTP/1.1 for whole requests to http:// URLs, aiohttp for the rest).
 
     A ``restricted`` transport reaches only the addresses backends/addresses.py
-    allows. The test suite swaps in one built on httpx, whose backend mocks it
-    uses; the address guard is proven on real sockets (tests/backends/test_transport.py).
+    allows. The test suite swaps in one built on httpx, whose mocks it uses; the
+    address guard is proven on real sockets (tests/backends/test_transport.py).
     """
     return NetworkTransport(restricted=restricted)
 
 
 class HttpClient:
-    """A pooled async HTTP client for one backend."""
+    """A pooled async HTTP client for one server (a backend, the LLM, embeddings)."""
 
-    max_retries = 2
-    backoff_base_seconds = 0.25
-    backoff_cap_seconds = 2.0
-    retry_after_cap_seconds = 10.0
+    max_retries = limits.MAX_RETRIES
+    backoff_base_seconds = limits.BACKOFF_BASE_SECONDS
+    backoff_cap_seconds = limits.BACKOFF_CAP_SECONDS
+    retry_after_cap_seconds = limits.RETRY_AFTER_CAP_SECONDS
 
     def __init__(
         self,
@@ -144,12 +142,14 @@ class HttpClient:
         backend_name: str,
         error_mapper: ErrorMapper,
         headers: Mapping[str, str] | None = None,
-        timeout_seconds: float = 60.0,
+        timeout_seconds: float = limits.DEFAULT_TIMEOUT_SECONDS,
+        connect_timeout_seconds: float = limits.CONNECT_TIMEOUT_SECONDS,
         transport: Transport | None = None,
         restricted: bool = False,
     ) -> None:
         self.backend_name = backend_name
         self.timeout_seconds = timeout_seconds
+        self.connect_timeout_seconds = connect_timeout_seconds
         self._base_url = base_url.rstrip("/")
         self._headers = dict(headers or {})
         self._json_headers = {**self._headers, "Content-Type": "application/json"}
@@ -196,7 +196,7 @@ class HttpClient:
             headers=self._headers if body is None else self._json_headers,
             body=body,
             timeout=self.timeout_seconds if timeout is None else timeout,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            connect_timeout=self.connect_timeout_seconds,
         )
 
     async def request(

@@ -1,17 +1,19 @@
-"""The wire under the backend clients: request and response values, and aiohttp moving them.
+"""The wire under the client: request and response values, and aiohttp moving them.
 
-:class:`~backends.http.HttpClient` decides what to send, when to retry and
-what an error means; a *transport* only carries one :class:`Request` to the
-server and brings back one :class:`Response`, raising :class:`TransportError`
-when the bytes do not make it (refused, reset, timed out).
+:class:`~backends.http.client.HttpClient` decides what to send, when to retry
+and what an error means; a *transport* only carries one :class:`Request` to
+the server and brings back one :class:`Response`, raising
+:class:`TransportError` when the bytes do not make it (refused, reset, timed
+out).
 
-:class:`AiohttpTransport` carries what the product's transport
-(backends/plain.py, NetworkTransport) does not send itself: TLS, streamed
-answers. Measured here, a request and its JSON answer cost about 0.12 ms of
-CPU through aiohttp, against 0.31 ms through httpx on the same pool; whole
-requests to http:// URLs, the query path's, cost less again over
-backends/plain.py. The test suite swaps in a transport built on httpx, whose
-backend mocks (respx, ``httpx.MockTransport``) it uses (tests/httpx_transport.py).
+:class:`AiohttpTransport` carries what the product's transport (plain.py,
+NetworkTransport) does not send itself: TLS, streamed answers. Measured here,
+a request and its JSON answer cost about 0.12 ms of CPU through aiohttp,
+against 0.31 ms through httpx on the same pool; whole requests to http://
+URLs, the query path's, cost less again over plain.py
+(bench/http_transports.py measures all three in one run). The test suite
+swaps in a transport built on httpx, whose mocks (respx,
+``httpx.MockTransport``) it uses (tests/httpx_transport.py).
 
 A *restricted* transport (a backend a tenant registered) connects only where
 backends/addresses.py allows, judged on the addresses the resolver returned,
@@ -36,10 +38,7 @@ from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from backends.addresses import AddressNotAllowed, spelled_allowed
-
-# Connections kept open to one backend; more requests than this wait for one.
-MAX_CONNECTIONS = 1000
-KEEPALIVE_SECONDS = 15.0
+from backends.http.limits import KEEPALIVE_SECONDS, MAX_CONNECTIONS
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _CHARSET = re.compile(r";\s*charset=[\"']?([\w.:-]+)", re.IGNORECASE)

@@ -1,0 +1,30 @@
+"""Every bound on Flywheel's outbound HTTP, in one place: timeouts, pools, retries.
+
+The client (client.py) and the transports under it (plain.py, transport.py)
+read these, so one number changes in one line. What is a setting (a
+backend's own read timeout) comes from its row, not from here.
+"""
+
+from __future__ import annotations
+
+# --- time -------------------------------------------------------------------------------
+# Connecting should be quick on the networks backends live on; the read timeout is the
+# backend's own setting (a flow may think for a while).
+CONNECT_TIMEOUT_SECONDS = 5.0
+# A backend's timeout when none is set (the model's default is the same).
+DEFAULT_TIMEOUT_SECONDS = 60.0
+# Servers close idle keep-alive connections after about 5 s (Express, uvicorn): the
+# plain transport retires a connection idle for longer than this rather than race them.
+IDLE_SECONDS = 4.0
+# aiohttp's keep-alive for the TLS and streamed requests it carries.
+KEEPALIVE_SECONDS = 15.0
+
+# --- pools ------------------------------------------------------------------------------
+# Connections kept open to one backend; more requests than this wait for one.
+MAX_CONNECTIONS = 1000
+
+# --- the retry budget (idempotent calls, or calls that ask for it) ----------------------
+MAX_RETRIES = 2
+BACKOFF_BASE_SECONDS = 0.25
+BACKOFF_CAP_SECONDS = 2.0
+RETRY_AFTER_CAP_SECONDS = 10.0
