@@ -2,7 +2,7 @@
 
 The product carries outbound requests on httptools and aiohttp
 (backends/http/plain.py and transport.py, proven against real sockets in
-tests/backends/test_transport.py and against the real servers in
+tests/backends/http/test_transport.py and against the real servers in
 tests/live/). Unit tests stand servers in (backends, the LLM, embeddings)
 with httpx's mocks: respx, which patches httpx's network layer, and
 ``httpx.MockTransport`` handlers fed with responses captured from the real
@@ -11,7 +11,7 @@ OpenAI-compatible helper run unchanged on top of those mocks.
 
 It takes ``restricted`` like the product's transport but does not guard
 addresses: mocked hosts resolve nowhere. The address guard is the product
-transports', proven on real sockets (tests/backends/test_transport.py,
+transports', proven on real sockets (tests/backends/http/test_transport.py,
 tests/scenarios/test_backend_security.py).
 """
 

@@ -122,7 +122,7 @@ def network_transport(*, restricted: bool = False) -> Transport:
 
     A ``restricted`` transport reaches only the addresses backends/addresses.py
     allows. The test suite swaps in one built on httpx, whose mocks it uses; the
-    address guard is proven on real sockets (tests/backends/test_transport.py).
+    address guard is proven on real sockets (tests/backends/http/test_transport.py).
     """
     return NetworkTransport(restricted=restricted)
 
@@ -146,8 +146,10 @@ class HttpClient:
         connect_timeout_seconds: float = limits.CONNECT_TIMEOUT_SECONDS,
         transport: Transport | None = None,
         restricted: bool = False,
+        log_name: str | None = None,
     ) -> None:
         self.backend_name = backend_name
+        self._log_name = f"backend {backend_name}" if log_name is None else log_name
         self.timeout_seconds = timeout_seconds
         self.connect_timeout_seconds = connect_timeout_seconds
         self._base_url = base_url.rstrip("/")
@@ -265,7 +267,7 @@ class HttpClient:
         """Flywheel's words for a failure, by kind: the library's own text (which tells a
         closed port from an open one) goes to the log only."""
         name = self.backend_name
-        logger.info("backend %s: %s %s failed: %s", name, request.method, request.url.path, err)
+        logger.info("%s: %s %s failed: %s", self._log_name, request.method, request.url.path, err)
         if isinstance(err, TransportTimeout):
             error: BackendError = BackendTimeoutError(
                 f"Backend {name!r} did not answer in time.",

@@ -1,7 +1,8 @@
 """Every bound on Flywheel's outbound HTTP, in one place: timeouts, pools, retries.
 
-The client (client.py) and the transports under it (plain.py, transport.py)
-read these, so one number changes in one line. What is a setting (a
+The client (client.py), the transports under it (plain.py, transport.py) and
+the OpenAI-compatible helper (openai.py) read these, so one number changes
+in one line. What is a setting (a
 backend's own read timeout) comes from its row, not from here.
 """
 
@@ -28,3 +29,10 @@ MAX_RETRIES = 2
 BACKOFF_BASE_SECONDS = 0.25
 BACKOFF_CAP_SECONDS = 2.0
 RETRY_AFTER_CAP_SECONDS = 10.0
+
+# --- OpenAI-compatible endpoints (the LLM, embeddings; openai.py) -----------------------
+# On a question's path each call has a total deadline of its own setting
+# (LLM_TIMEOUT_SECONDS, EMBEDDINGS_TIMEOUT_SECONDS; 0.5 s for a query type). Off it, a
+# batch of examples embedded at training time may wait this long for each part of
+# its answer.
+ENDPOINT_BATCH_TIMEOUT_SECONDS = 30.0
