@@ -39,6 +39,7 @@ from backends.http.transport import (
     Transport,
     TransportError,
     TransportTimeout,
+    too_large,
 )
 from flywheel.jsonout import dumps
 
@@ -134,6 +135,8 @@ class HttpClient:
     backoff_base_seconds = limits.BACKOFF_BASE_SECONDS
     backoff_cap_seconds = limits.BACKOFF_CAP_SECONDS
     retry_after_cap_seconds = limits.RETRY_AFTER_CAP_SECONDS
+    answer_bytes = limits.ANSWER_BYTES
+    stream_bytes = limits.STREAM_BYTES
 
     def __init__(
         self,
@@ -179,6 +182,8 @@ class HttpClient:
         params: Mapping[str, str | int] | None,
         json_data: Any,
         timeout: float | None,
+        *,
+        stream: bool = False,
     ) -> Request:
         if not self._sendable:  # a key stored before keys were checked, say
             raise BackendConfigurationError(
@@ -199,6 +204,7 @@ class HttpClient:
             body=body,
             timeout=self.timeout_seconds if timeout is None else timeout,
             connect_timeout=self.connect_timeout_seconds,
+            max_bytes=self.stream_bytes if stream else self.answer_bytes,
         )
 
     async def request(
@@ -215,7 +221,8 @@ class HttpClient:
 
         Idempotent methods (and calls passed ``retry=True``) are retried on
         connection failures and on 408/429/502/503/504, with capped exponential
-        backoff and jitter, honouring Retry-After.
+        backoff and jitter, honouring Retry-After. An answer past ``answer_bytes``
+        is a BackendUnexpectedError, not retried.
         """
         request = self._request(method, path, params, json, timeout)
         may_retry = request.method in IDEMPOTENT_METHODS if retry is None else retry
@@ -224,11 +231,13 @@ class HttpClient:
             try:
                 response = await self._transport.send(request)
             except TransportError as err:
-                if may_retry and attempt < self.max_retries:
+                if may_retry and attempt < self.max_retries and err.kind != "too_large":
                     await asyncio.sleep(self._backoff(attempt, None))
                     attempt += 1
                     continue
                 raise self._transport_error(err, request) from err
+            if len(response.content) > request.max_bytes:  # whatever the transport
+                raise self._transport_error(too_large(request.max_bytes), request)
             if response.status_code in RETRY_STATUSES and may_retry and attempt < self.max_retries:
                 await asyncio.sleep(self._backoff(attempt, response))
                 attempt += 1
@@ -248,11 +257,12 @@ class HttpClient:
     ) -> AsyncIterator[Response]:
         """Open a streamed response; errors before and while the body arrives are typed
         like request()'s. The connection is released when the block ends."""
-        request = self._request(method, path, params, json, None)
+        request = self._request(method, path, params, json, None, stream=True)
         try:
             response = await self._transport.send(request, stream=True)
         except TransportError as err:
             raise self._transport_error(err, request) from err
+        response.max_bytes = request.max_bytes  # whatever the transport
         try:
             if response.is_error:
                 await response.aread()
@@ -273,6 +283,13 @@ class HttpClient:
                 f"Backend {name!r} did not answer in time.",
                 backend=name,
                 details={"failure": "timeout", "timeout_seconds": request.timeout},
+            )
+        elif err.kind == "too_large":
+            error = BackendUnexpectedError(
+                f"Backend {name!r} sent more than Flywheel reads of an answer "
+                f"({request.max_bytes} bytes); it stopped reading.",
+                backend=name,
+                details={"failure": "too_large", "limit_bytes": request.max_bytes},
             )
         else:
             failure, words = FAILURES.get(err.kind, FAILURES["connection"])

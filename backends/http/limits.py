@@ -1,4 +1,4 @@
-"""Every bound on Flywheel's outbound HTTP, in one place: timeouts, pools, retries.
+"""Every bound on Flywheel's outbound HTTP, in one place: timeouts, pools, retries, sizes.
 
 The client (client.py), the transports under it (plain.py, transport.py) and
 the OpenAI-compatible helper (openai.py) read these, so one number changes
@@ -30,9 +30,20 @@ BACKOFF_BASE_SECONDS = 0.25
 BACKOFF_CAP_SECONDS = 2.0
 RETRY_AFTER_CAP_SECONDS = 10.0
 
+# --- sizes: what a server sends is bounded while it is read ----------------------------
+# A whole answer, decompressed (a prediction, a page of discovery, a flow with its
+# definition). A page of 100 Flowise flows with their flowData is a few MB.
+ANSWER_BYTES = 32 * 1024 * 1024
+# A streamed answer, all its events together.
+STREAM_BYTES = 32 * 1024 * 1024
+# An answer's status line and headers (aiohttp bounds each header line at 8 KB).
+HEADER_BYTES = 64 * 1024
+
 # --- OpenAI-compatible endpoints (the LLM, embeddings; openai.py) -----------------------
 # On a question's path each call has a total deadline of its own setting
 # (LLM_TIMEOUT_SECONDS, EMBEDDINGS_TIMEOUT_SECONDS; 0.5 s for a query type). Off it, a
 # batch of examples embedded at training time may wait this long for each part of
 # its answer.
 ENDPOINT_BATCH_TIMEOUT_SECONDS = 30.0
+# A chat completion, or a batch of vectors (100 texts of 3,072 floats is about 7 MB).
+ENDPOINT_ANSWER_BYTES = 16 * 1024 * 1024

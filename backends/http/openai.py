@@ -12,8 +12,9 @@ endpoint reaches only the host the operator named.
 
 What fails is said by the type of the error (:class:`ConnectError`,
 :class:`TimeoutException`, :class:`HTTPStatusError`, :class:`DecodingError`,
-:class:`ConfigurationError`; named as httpx names its own, so log lines read
-as they did), in Flywheel's words: never the key, never the reply's body.
+named as httpx names its own, so log lines read as they did;
+:class:`AnswerTooLarge`, :class:`ConfigurationError`), in Flywheel's words:
+never the key, never the reply's body.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from backends.http.client import HttpClient, describe
 from backends.http.limits import (
     CONNECT_TIMEOUT_SECONDS,
     DEFAULT_TIMEOUT_SECONDS,
+    ENDPOINT_ANSWER_BYTES,
     ENDPOINT_BATCH_TIMEOUT_SECONDS,
 )
 from backends.http.transport import Response, Transport
@@ -62,6 +64,10 @@ class HTTPStatusError(EndpointError):
 
 class DecodingError(EndpointError):
     """The answer is not JSON."""
+
+
+class AnswerTooLarge(EndpointError):
+    """The answer passed limits.ENDPOINT_ANSWER_BYTES; reading it stopped there."""
 
 
 class ConfigurationError(EndpointError):
@@ -96,6 +102,8 @@ def _endpoint_error(err: BackendError | TimeoutError, endpoint: OpenAIEndpoint) 
         return ConnectError(f"The {name} could not be reached.")
     if isinstance(err, BackendConfigurationError):
         return ConfigurationError(f"The {name}'s API key cannot be sent; set it again.")
+    if err.details.get("failure") == "too_large":
+        return AnswerTooLarge(f"The {name} sent more than {ENDPOINT_ANSWER_BYTES} bytes.")
     if err.http_status is not None:
         return HTTPStatusError(
             f"The {name} answered with HTTP {err.http_status}.", status_code=err.http_status
@@ -127,6 +135,7 @@ class OpenAIClient:
             transport=transport,
             restricted=False,  # the operator's endpoint: see the module
         )
+        self._http.answer_bytes = ENDPOINT_ANSWER_BYTES
 
     async def post_json(
         self, path: str, body: Any, *, deadline_seconds: float | None = None

@@ -25,9 +25,11 @@ from backends.http import (
     OpenAIClient,
     OpenAIEndpoint,
     close_endpoints,
+    openai,
 )
 from backends.http import client as http
 from backends.http.openai import (
+    AnswerTooLarge,
     ConfigurationError,
     ConnectError,
     DecodingError,
@@ -114,6 +116,15 @@ def test_an_answer_that_is_not_json_is_a_decoding_error() -> None:
         _post(_answering(200, b"<html>gateway</html>"))
 
     assert "<html>" not in str(raised.value)
+
+
+def test_an_answer_past_the_endpoints_limit_is_answer_too_large(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(openai, "ENDPOINT_ANSWER_BYTES", 100)
+
+    with pytest.raises(AnswerTooLarge):
+        _post(_answering(200, json.dumps({"data": "x" * 100}).encode()))
 
 
 def test_a_closed_port_is_a_connect_error_and_the_key_is_in_no_log_line(
