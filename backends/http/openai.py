@@ -103,7 +103,8 @@ def _endpoint_error(err: BackendError | TimeoutError, endpoint: OpenAIEndpoint) 
     if isinstance(err, BackendConfigurationError):
         return ConfigurationError(f"The {name}'s API key cannot be sent; set it again.")
     if err.details.get("failure") == "too_large":
-        return AnswerTooLarge(f"The {name} sent more than {ENDPOINT_ANSWER_BYTES} bytes.")
+        limit = err.details.get("limit_bytes")
+        return AnswerTooLarge(f"The {name} sent more than {limit} bytes of an answer.")
     if err.http_status is not None:
         return HTTPStatusError(
             f"The {name} answered with HTTP {err.http_status}.", status_code=err.http_status
