@@ -5,7 +5,7 @@ it may reach only globally routable addresses, or those inside
 ``settings.BACKEND_ALLOWED_NETWORKS``. The policy is checked twice, with the
 same function: when the URL is saved (every address its host resolves to,
 :func:`url_problem`) and when connecting, on the addresses the resolver
-returned (backends/transport.py), so a name that later resolves somewhere
+returned (backends/http/), so a name that later resolves somewhere
 else (DNS rebinding) gains nothing. Backends registered by staff (the admin,
 management commands) are trusted and reach anything: that is how
 ``make peers`` registers servers on loopback.

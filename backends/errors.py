@@ -3,7 +3,7 @@
 Each carries the backend's name and, where there was one, the HTTP status;
 its message is Flywheel's own account of the failure (and, at most, a
 backend's short JSON error message, scrubbed of credentials: see
-backends/http.py), never the body of a reply. They are application errors:
+backends/http/client.py), never the body of a reply. They are application errors:
 every door reports them in the one error shape.
 """
 

@@ -105,11 +105,12 @@ def freeze_startup_objects() -> None:
 async def lifespan(receive: Any, send: Any) -> None:
     """At start-up, freeze start-up's objects and start the decision writer (which
     replays what a killed process left). At shutdown, let the answers still being
-    produced finish, close the backend clients and let the decisions still being
-    written land, so nothing is cut off mid-way."""
+    produced finish, close the backend and LLM clients and let the decisions still
+    being written land, so nothing is cut off mid-way."""
     from asgiref.sync import sync_to_async
 
     from backends.adapters import close_adapters
+    from backends.http import close_endpoints
     from routing.answering.service import answers_finish
     from routing.recording.writer import drain, writer_start
 
@@ -122,6 +123,7 @@ async def lifespan(receive: Any, send: Any) -> None:
         elif message["type"] == "lifespan.shutdown":
             await answers_finish()  # answers whose clients left are still being produced
             await close_adapters()
+            await close_endpoints()
             await sync_to_async(drain, thread_sensitive=False)()
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -131,11 +131,11 @@ def _fresh_routing_state() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _mockable_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Backends are mocked with httpx's mocks (respx), so tests that mock send through
-    httpx (tests/httpx_transport.py); live tests keep the product's aiohttp transport,
-    which tests/backends/test_transport.py covers on real sockets."""
+    """Backends, the LLM and embeddings are mocked with httpx's mocks (respx), so tests
+    that mock send through httpx (tests/httpx_transport.py); live tests keep the
+    product's transport, which tests/backends/http/test_transport.py covers on real sockets."""
     if request.node.get_closest_marker("live") is None:
-        from backends import http
+        from backends.http import client as http
         from tests.httpx_transport import HttpxTransport
 
         monkeypatch.setattr(http, "network_transport", HttpxTransport)

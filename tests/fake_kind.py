@@ -33,8 +33,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import json_body, ms_since, unreadable
-from backends.transport import Response
+from backends.http import Response, json_body, ms_since, unreadable
 
 KIND = "fake"
 KEY = "sk-FAKE-SECRET"

@@ -1,15 +1,17 @@
-"""A transport for the backend clients that sends through httpx, for the unit tests.
+"""A transport for HttpClient that sends through httpx, for the unit tests.
 
-The product carries backend requests on aiohttp (backends/transport.py,
-proven against real sockets in tests/backends/test_transport.py and against the real
-servers in tests/live/). Unit tests stand backends in with httpx's mocks:
-respx, which patches httpx's network layer, and ``httpx.MockTransport``
-handlers fed with responses captured from the real servers. This transport
-lets HttpClient and the adapters run unchanged on top of those mocks.
+The product carries outbound requests on httptools and aiohttp
+(backends/http/plain.py and transport.py, proven against real sockets in
+tests/backends/http/test_transport.py and against the real servers in
+tests/live/). Unit tests stand servers in (backends, the LLM, embeddings)
+with httpx's mocks: respx, which patches httpx's network layer, and
+``httpx.MockTransport`` handlers fed with responses captured from the real
+servers. This transport lets HttpClient, the adapters and the
+OpenAI-compatible helper run unchanged on top of those mocks.
 
 It takes ``restricted`` like the product's transport but does not guard
-addresses: mocked hosts resolve nowhere. The address guard is the aiohttp
-transport's, proven on real sockets (tests/backends/test_transport.py,
+addresses: mocked hosts resolve nowhere. The address guard is the product
+transports', proven on real sockets (tests/backends/http/test_transport.py,
 tests/scenarios/test_backend_security.py).
 """
 
@@ -19,7 +21,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from backends.transport import Request, Response, TransportError, TransportTimeout
+from backends.http import Request, Response, TransportError, TransportTimeout
 
 
 class HttpxTransport:

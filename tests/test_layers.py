@@ -11,7 +11,9 @@ and the doors (api, chat, admin, tasks, signals, management, install) on top; no
 room imports a door.
 
 Every module of an app is parsed, lazy imports inside functions included, so a
-shortcut upwards fails here instead of going unnoticed. What a lower layer
+shortcut upwards fails here instead of going unnoticed. The same parse holds the
+one HTTP layer: no module outside backends/http/ imports an HTTP library
+(scripts, benchmarks and tests may). What a lower layer
 needs from a higher one it is handed through a hook the higher one registers
 at start-up: the health policy (backends/policy.py) and keyword derivation
 (chatflows/keywords.py); those hooks are tested below too.
@@ -67,6 +69,21 @@ DOORS = {
 }
 # Calls that import by name at run time: import_module("x"), __import__("x").
 IMPORT_CALLS = {"import_module", "__import__"}
+# HTTP client libraries: only the one HTTP layer may use them.
+HTTP_LIBRARIES = {
+    "aiohttp",
+    "http.client",
+    "httpcore",
+    "httptools",
+    "httpx",
+    "httpx2",
+    "requests",
+    "urllib.request",
+    "urllib3",
+}
+HTTP_LAYER = "backends.http"
+# What may call out on its own: tooling, not the product.
+HTTP_EXEMPT = {"scripts", "bench", "tests"}
 
 
 def _module_name(path: Path) -> str:
@@ -198,6 +215,74 @@ class Admin:
             "chatflows.models",
         ]
     )
+
+
+# --- one HTTP layer --------------------------------------------------------------------
+
+
+def _product_files() -> list[Path]:
+    """Every module of the project but tooling (scripts, bench, tests), migrations included."""
+    return sorted(
+        path
+        for path in ROOT.rglob("*.py")
+        if path.relative_to(ROOT).parts[0] not in HTTP_EXEMPT
+        and not any(part.startswith(".") or part == "var" for part in path.relative_to(ROOT).parts)
+    )
+
+
+def http_imports(source: str, *, package: str) -> list[tuple[int, str]]:
+    """(line, module) for every HTTP library ``source`` imports, in every spelling
+    imported_modules sees; ``from http import client`` counts as http.client."""
+    found = set(imported_modules(source, package=package))
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.update((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+    libraries = {(line, name) for line, name in found if _within(name, HTTP_LIBRARIES)}
+    return sorted(  # one finding per library and line: "from aiohttp import web" is aiohttp
+        (line, name)
+        for line, name in libraries
+        if not any(other == (line, name.rpartition(".")[0]) for other in libraries)
+    )
+
+
+def http_library_imports(paths: list[Path]) -> list[str]:
+    """Where modules outside the one HTTP layer import an HTTP library."""
+    found = []
+    for path in paths:
+        module = _module_name(path)
+        if _within(module, {HTTP_LAYER}):
+            continue
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for line, imported in http_imports(path.read_text(), package=package):
+            found.append(f"{path.relative_to(ROOT)}:{line} imports {imported}")
+    return found
+
+
+def test_only_the_http_layer_imports_an_http_library() -> None:
+    paths = _product_files()
+    scanned = {_module_name(path).split(".")[0] for path in paths}
+
+    assert {"flywheel", "backends", "chatflows", "routing", "analytics", "agents"} <= scanned
+    assert any(_within(_module_name(path), {HTTP_LAYER}) for path in paths)
+    assert http_library_imports(paths) == []
+
+
+def test_the_http_check_sees_every_spelling() -> None:
+    source = """
+import httpx
+from aiohttp import web
+import urllib3.util
+from http import client
+from http import HTTPStatus
+from urllib.parse import urlsplit
+
+def later():
+    import requests
+    importlib.import_module("httptools")
+"""
+    found = [name for _, name in http_imports(source, package="routing")]
+
+    assert found == ["httpx", "aiohttp", "urllib3.util", "http.client", "requests", "httptools"]
 
 
 # --- the hooks that replace the upward imports ----------------------------------------

@@ -3,7 +3,7 @@
 
 from django.db import migrations
 
-from backends.redact import redact_value, secret_spellings
+from backends.http.redact import redact_value, secret_spellings
 
 BATCH = 1000
 

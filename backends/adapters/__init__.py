@@ -19,7 +19,7 @@ from asgiref.sync import async_to_sync
 from backends.adapters.base import BackendConfig, FlowBackend
 from backends.adapters.flowise import FlowiseBackend
 from backends.adapters.langflow import LangflowBackend
-from backends.transport import Transport
+from backends.http import Transport
 
 ADAPTERS: dict[str, type[FlowBackend]] = {
     "flowise": FlowiseBackend,

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from backends.errors import BackendError, BackendUnsupportedError
-from backends.http import HttpClient
-from backends.transport import Response, Transport
+from backends.http import HttpClient, Response, Transport
 
 _Number = TypeVar("_Number", int, float)
 

@@ -43,8 +43,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import describe, json_body, ms_since, reply_details, unreadable
-from backends.transport import Response
+from backends.http import Response, describe, json_body, ms_since, reply_details, unreadable
 
 PAGE_SIZE = 100
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")

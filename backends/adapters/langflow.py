@@ -37,8 +37,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import describe, json_body, ms_since, unreadable
-from backends.transport import Response
+from backends.http import Response, describe, json_body, ms_since, unreadable
 
 PAGE_SIZE = 100  # Langflow's maximum page size
 # A health key worth naming in a failed probe; anything else is only counted.

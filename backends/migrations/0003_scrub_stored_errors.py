@@ -5,7 +5,7 @@ import re
 
 from django.db import migrations
 
-from backends.redact import redact, secret_spellings
+from backends.http.redact import redact, secret_spellings
 
 BATCH = 1000
 # "unexpected ping answer: <the reply>" was how a non-Flowise reply used to be shown.

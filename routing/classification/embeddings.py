@@ -11,11 +11,11 @@ the next time it is asked), and its nearest examples vote
 Without the setting nothing is asked and nothing changes. Any failure
 (timeout, HTTP error, an answer that does not parse) means "no vote": the
 model alone decides. The API key never appears in a log line or an error.
+Requests go out through the one HTTP layer (backends/http/openai.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import threading
@@ -24,13 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import numpy as np
 from django.conf import settings
 
+from backends.http import BlockingOpenAIClient, EndpointError, OpenAIEndpoint, endpoint_client
 from flywheel.cache import shared_cache
 from routing.classification.learned import LearnedModel
-from routing.classification.llm import loop_client
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +37,7 @@ BATCH = 100  # texts per request when embedding examples
 CACHE_KEY = "flywheel:embedding:{digest}"
 CACHE_SECONDS = 30 * 24 * 3600
 QUESTIONS_KEPT = 2048  # question vectors this process keeps
-_FAILURES = (TimeoutError, httpx.HTTPError, ValueError, KeyError, IndexError, TypeError)
+_FAILURES = (EndpointError, ValueError, KeyError, IndexError, TypeError)
 
 
 @dataclass(frozen=True)
@@ -48,8 +47,8 @@ class EmbeddingsConfig:
     api_key: str = field(default="", repr=False)
     timeout_seconds: float = 1.0
 
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+    def endpoint(self) -> OpenAIEndpoint:
+        return OpenAIEndpoint(self.base_url, self.api_key, name="embeddings endpoint")
 
 
 def embeddings_config() -> EmbeddingsConfig | None:
@@ -96,16 +95,11 @@ def examples_embed(config: EmbeddingsConfig, texts: Sequence[str]) -> list[list[
     found = cache.get_many(keys)
     missing = [i for i, key in enumerate(keys) if key not in found]
     try:
-        with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0)) as client:
+        with BlockingOpenAIClient(config.endpoint()) as client:
             for start in range(0, len(missing), BATCH):
                 batch = missing[start : start + BATCH]
-                response = client.post(
-                    f"{config.base_url}/embeddings",
-                    json=_body(config, [texts[i] for i in batch]),
-                    headers=config.headers(),
-                )
-                response.raise_for_status()
-                vectors = _vectors(response.json(), len(batch))
+                answer = client.post_json("/embeddings", _body(config, [texts[i] for i in batch]))
+                vectors = _vectors(answer, len(batch))
                 fresh = {keys[i]: vector for i, vector in zip(batch, vectors, strict=True)}
                 cache.set_many(fresh, timeout=CACHE_SECONDS)
                 found.update(fresh)
@@ -156,15 +150,10 @@ async def question_vector(model: LearnedModel | None, question: str) -> np.ndarr
     if vector is not None:
         return vector
     try:
-        async with asyncio.timeout(config.timeout_seconds):
-            response = await loop_client().post(
-                f"{config.base_url}/embeddings",
-                json=_body(config, [question]),
-                headers=config.headers(),
-                timeout=config.timeout_seconds,
-            )
-        response.raise_for_status()
-        (raw,) = _vectors(response.json(), 1)
+        answer = await endpoint_client(config.endpoint()).post_json(
+            "/embeddings", _body(config, [question]), deadline_seconds=config.timeout_seconds
+        )
+        (raw,) = _vectors(answer, 1)
     except _FAILURES as err:
         logger.warning("Embeddings unavailable for a question: %s", type(err).__name__)
         return None

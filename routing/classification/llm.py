@@ -6,19 +6,22 @@ text injected into the question cannot produce a label of its own. Any
 failure (timeout, HTTP error, an answer that does not parse) means "no
 opinion": the caller keeps its rule-based result. The API key never appears
 in a log line or an error.
+
+The call goes out through the one HTTP layer (backends/http/openai.py), with
+its limits; the endpoint is the operator's, so it may be on a private
+address (a local model on 127.0.0.1).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import httpx
 from django.conf import settings
+
+from backends.http import EndpointError, OpenAIEndpoint, endpoint_client
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +29,6 @@ LLM_INTENT_CONFIDENCE = 0.8
 # Seed 004, AC 6: a query-type classification by LLM takes under 500 ms; past
 # that the call is abandoned and the rules' HYBRID fallback stands.
 QUERY_TYPE_TIMEOUT_SECONDS = 0.5
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
-_clients = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class LLMConfig:
     model: str
     api_key: str = field(default="", repr=False)
     timeout_seconds: float = 2.0
+
+    def endpoint(self) -> OpenAIEndpoint:
+        return OpenAIEndpoint(self.base_url, self.api_key, name="LLM endpoint")
 
 
 def llm_config() -> LLMConfig | None:
@@ -64,19 +68,9 @@ def query_type_llm_config() -> LLMConfig | None:
     )
 
 
-def loop_client() -> httpx.AsyncClient:
-    """This event loop's client for OpenAI-compatible endpoints (the LLM, embeddings)."""
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        client = _clients[loop] = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=2.0))
-    return client
-
-
 async def chat(config: LLMConfig, system: str, user: str, *, max_tokens: int = 60) -> str | None:
     """One chat completion at temperature 0; None on any failure, or once
     ``config.timeout_seconds`` have passed, however far the call has got."""
-    headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
     body = {
         "model": config.model,
         "temperature": 0,
@@ -84,18 +78,12 @@ async def chat(config: LLMConfig, system: str, user: str, *, max_tokens: int = 6
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
     }
     try:
-        # httpx's timeout bounds each step (connect, each read); this bounds the whole call.
-        async with asyncio.timeout(config.timeout_seconds):
-            response = await loop_client().post(
-                f"{config.base_url}/chat/completions",
-                json=body,
-                headers=headers,
-                timeout=config.timeout_seconds,
-            )
-        response.raise_for_status()
-        return str(response.json()["choices"][0]["message"]["content"])
-    except (TimeoutError, httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
-        # The error's text can carry the URL, never the key (it is a header).
+        answer = await endpoint_client(config.endpoint()).post_json(
+            "/chat/completions", body, deadline_seconds=config.timeout_seconds
+        )
+        return str(answer["choices"][0]["message"]["content"])
+    except (EndpointError, ValueError, KeyError, IndexError, TypeError) as err:
+        # The error's type says what failed; its text is Flywheel's, never the key.
         logger.warning("LLM classification unavailable: %s", type(err).__name__)
         return None
 

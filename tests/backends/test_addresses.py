@@ -22,9 +22,10 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from backends import addresses, http
+from backends import addresses
+from backends.http import NetworkTransport
+from backends.http import client as http
 from backends.models import Backend, HealthCheck
-from backends.plain import NetworkTransport
 from flywheel.models import Tenant
 
 pytestmark = pytest.mark.django_db

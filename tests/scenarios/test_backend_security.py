@@ -23,7 +23,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from backends import redact
+from backends.http import redact
 from backends.models import Backend, BackendHealth, HealthCheck
 from backends.services import backend_update
 from chatflows.models import Flow

@@ -363,7 +363,7 @@ class _LoopbackOnTheWire:
         self.mocked = HttpxTransport()
 
     async def send(self, request: Any, *, stream: bool = False) -> Any:
-        from backends.plain import NetworkTransport
+        from backends.http import NetworkTransport
 
         if request.url.host != "127.0.0.1":
             return await self.mocked.send(request, stream=stream)
@@ -383,7 +383,7 @@ def test_a_backend_key_holding_a_line_break_falls_back_to_the_next_candidate(
     listener: tuple[str, list[bytes]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from backends import http
+    from backends.http import client as http
     from tests.routing_world import refresh
 
     base_url, received = listener
@@ -401,7 +401,7 @@ def test_a_backend_key_holding_a_line_break_falls_back_to_the_next_candidate(
     assert body["answer"] == LF_ANSWER
     chain = body["routing"]["fallback_chain"]
     assert [(a["backend"], a["ok"]) for a in chain] == [("fw", False), ("lf", True)]
-    # Refused before sending (backends/http.py), or failed inside the HTTP client (aiohttp
+    # Refused before sending (backends/http/client.py), or failed inside the HTTP client (aiohttp
     # raises ValueError): either way the fault is on Flywheel's side, and named so.
     assert chain[0]["error_type"] in {"ConfigurationError", "ClientError"}
     assert "SECRET" not in result.content.decode()

@@ -1,12 +1,13 @@
-"""All HTTP to backends goes through :class:`HttpClient`: one pooled client per
-backend, explicit timeouts, a bounded retry budget for idempotent calls, and
+"""All outbound HTTP goes through :class:`HttpClient`: one pooled client per
+server, explicit timeouts, a bounded retry budget for idempotent calls, and
 transport failures turned into typed errors.
 
-The client decides; a transport (backends/transport.py) carries the bytes.
-What a failure says is Flywheel's own account (kind of failure, HTTP status,
-content type, size), never a reply's body or the library's words, and every
-error leaving the client is scrubbed of the credentials it sent
-(backends/redact.py): error text reaches tenants, decisions and logs.
+The client decides; a transport (transport.py, plain.py) carries the bytes,
+within the bounds of limits.py. What a failure says is Flywheel's own
+account (kind of failure, HTTP status, content type, size), never a reply's
+body or the library's words, and every error leaving the client is scrubbed
+of the credentials it sent (redact.py): error text reaches tenants,
+decisions and logs.
 """
 
 from __future__ import annotations
@@ -29,20 +30,19 @@ from backends.errors import (
     BackendTimeoutError,
     BackendUnexpectedError,
 )
-from backends.plain import NetworkTransport
-from backends.redact import redact, redact_value, secret_spellings
-from backends.transport import (
+from backends.http import limits
+from backends.http.plain import NetworkTransport
+from backends.http.redact import redact, redact_value, secret_spellings
+from backends.http.transport import (
     Request,
     Response,
     Transport,
     TransportError,
     TransportTimeout,
+    too_large,
 )
 from flywheel.jsonout import dumps
 
-# Connecting should be quick on the networks backends live on; the read
-# timeout is the backend's own setting (a flow may think for a while).
-CONNECT_TIMEOUT_SECONDS = 5.0
 # Statuses worth retrying: the server says "not now", not "never".
 RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -118,24 +118,25 @@ def json_body(response: Response, backend: str) -> Any:
 
 
 def network_transport(*, restricted: bool = False) -> Transport:
-    """What carries requests when no transport is given: backends/plain.py's
-    NetworkTransport (plain HTTP/1.1 for whole requests to http:// URLs, aiohttp for
-    the rest).
+    """What carries requests when no transport is given: plain.py's NetworkTransport
+    (plain HTTP/1.1 for whole requests to http:// URLs, aiohttp for the rest).
 
     A ``restricted`` transport reaches only the addresses backends/addresses.py
-    allows. The test suite swaps in one built on httpx, whose backend mocks it
-    uses; the address guard is proven on real sockets (tests/backends/test_transport.py).
+    allows. The test suite swaps in one built on httpx, whose mocks it uses; the
+    address guard is proven on real sockets (tests/backends/http/test_transport.py).
     """
     return NetworkTransport(restricted=restricted)
 
 
 class HttpClient:
-    """A pooled async HTTP client for one backend."""
+    """A pooled async HTTP client for one server (a backend, the LLM, embeddings)."""
 
-    max_retries = 2
-    backoff_base_seconds = 0.25
-    backoff_cap_seconds = 2.0
-    retry_after_cap_seconds = 10.0
+    max_retries = limits.MAX_RETRIES
+    backoff_base_seconds = limits.BACKOFF_BASE_SECONDS
+    backoff_cap_seconds = limits.BACKOFF_CAP_SECONDS
+    retry_after_cap_seconds = limits.RETRY_AFTER_CAP_SECONDS
+    answer_bytes = limits.ANSWER_BYTES
+    stream_bytes = limits.STREAM_BYTES
 
     def __init__(
         self,
@@ -144,12 +145,16 @@ class HttpClient:
         backend_name: str,
         error_mapper: ErrorMapper,
         headers: Mapping[str, str] | None = None,
-        timeout_seconds: float = 60.0,
+        timeout_seconds: float = limits.DEFAULT_TIMEOUT_SECONDS,
+        connect_timeout_seconds: float = limits.CONNECT_TIMEOUT_SECONDS,
         transport: Transport | None = None,
         restricted: bool = False,
+        log_name: str | None = None,
     ) -> None:
         self.backend_name = backend_name
+        self._log_name = f"backend {backend_name}" if log_name is None else log_name
         self.timeout_seconds = timeout_seconds
+        self.connect_timeout_seconds = connect_timeout_seconds
         self._base_url = base_url.rstrip("/")
         self._headers = dict(headers or {})
         self._json_headers = {**self._headers, "Content-Type": "application/json"}
@@ -177,6 +182,8 @@ class HttpClient:
         params: Mapping[str, str | int] | None,
         json_data: Any,
         timeout: float | None,
+        *,
+        stream: bool = False,
     ) -> Request:
         if not self._sendable:  # a key stored before keys were checked, say
             raise BackendConfigurationError(
@@ -196,7 +203,8 @@ class HttpClient:
             headers=self._headers if body is None else self._json_headers,
             body=body,
             timeout=self.timeout_seconds if timeout is None else timeout,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            connect_timeout=self.connect_timeout_seconds,
+            max_bytes=self.stream_bytes if stream else self.answer_bytes,
         )
 
     async def request(
@@ -213,7 +221,8 @@ class HttpClient:
 
         Idempotent methods (and calls passed ``retry=True``) are retried on
         connection failures and on 408/429/502/503/504, with capped exponential
-        backoff and jitter, honouring Retry-After.
+        backoff and jitter, honouring Retry-After. An answer past ``answer_bytes``
+        is a BackendUnexpectedError, not retried.
         """
         request = self._request(method, path, params, json, timeout)
         may_retry = request.method in IDEMPOTENT_METHODS if retry is None else retry
@@ -222,11 +231,13 @@ class HttpClient:
             try:
                 response = await self._transport.send(request)
             except TransportError as err:
-                if may_retry and attempt < self.max_retries:
+                if may_retry and attempt < self.max_retries and err.kind != "too_large":
                     await asyncio.sleep(self._backoff(attempt, None))
                     attempt += 1
                     continue
                 raise self._transport_error(err, request) from err
+            if len(response.content) > request.max_bytes:  # whatever the transport
+                raise self._transport_error(too_large(request.max_bytes), request)
             if response.status_code in RETRY_STATUSES and may_retry and attempt < self.max_retries:
                 await asyncio.sleep(self._backoff(attempt, response))
                 attempt += 1
@@ -246,11 +257,12 @@ class HttpClient:
     ) -> AsyncIterator[Response]:
         """Open a streamed response; errors before and while the body arrives are typed
         like request()'s. The connection is released when the block ends."""
-        request = self._request(method, path, params, json, None)
+        request = self._request(method, path, params, json, None, stream=True)
         try:
             response = await self._transport.send(request, stream=True)
         except TransportError as err:
             raise self._transport_error(err, request) from err
+        response.max_bytes = request.max_bytes  # whatever the transport
         try:
             if response.is_error:
                 await response.aread()
@@ -265,12 +277,19 @@ class HttpClient:
         """Flywheel's words for a failure, by kind: the library's own text (which tells a
         closed port from an open one) goes to the log only."""
         name = self.backend_name
-        logger.info("backend %s: %s %s failed: %s", name, request.method, request.url.path, err)
+        logger.info("%s: %s %s failed: %s", self._log_name, request.method, request.url.path, err)
         if isinstance(err, TransportTimeout):
             error: BackendError = BackendTimeoutError(
                 f"Backend {name!r} did not answer in time.",
                 backend=name,
                 details={"failure": "timeout", "timeout_seconds": request.timeout},
+            )
+        elif err.kind == "too_large":
+            error = BackendUnexpectedError(
+                f"Backend {name!r} sent more than Flywheel reads of an answer "
+                f"({request.max_bytes} bytes); it stopped reading.",
+                backend=name,
+                details={"failure": "too_large", "limit_bytes": request.max_bytes},
             )
         else:
             failure, words = FAILURES.get(err.kind, FAILURES["connection"])

@@ -3,7 +3,7 @@
 Each test starts a small HTTP server in the test's own loop and talks to it
 through HttpClient exactly as the adapters do, so what is checked is the
 bytes on the wire and the errors a caller sees, not a mock. Whole requests
-to these http:// servers cross backends/plain.py; streamed ones, aiohttp.
+to these http:// servers cross backends/http/plain.py; streamed ones, aiohttp.
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ from django.test import override_settings
 from yarl import URL
 
 from backends.errors import BackendConnectionError, BackendError, BackendTimeoutError
-from backends.http import HttpClient
-from backends.plain import NetworkTransport
-from backends.transport import Response
+from backends.http import HttpClient, NetworkTransport, Response
 
 Handler = Callable[[dict[str, Any], asyncio.StreamWriter], Awaitable[None]]
 
@@ -198,7 +196,7 @@ def test_a_closed_port_is_a_connection_error() -> None:
 def test_a_closed_port_is_logged_in_flywheels_words(caplog: pytest.LogCaptureFixture) -> None:
     """aiohttp says "Cannot connect to host ... ssl:default [Connect call failed ...]" of
     a plain http:// URL; the operator's log line says what happened instead."""
-    with caplog.at_level(logging.INFO, logger="backends.http"), pytest.raises(BackendError):
+    with caplog.at_level(logging.INFO, logger="backends.http.client"), pytest.raises(BackendError):
         _ping_a_closed_port()
 
     port = re.search(r"cannot connect to 127\.0\.0\.1:(\d+)", caplog.text)

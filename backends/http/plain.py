@@ -6,13 +6,17 @@ that call cost the web process about 0.1 ms of CPU (its request and
 response objects, timers, stream readers); here it is one protocol object
 per connection, a pool of idle keep-alive connections per host and port,
 and httptools (uvicorn's C parser) reading the answer. TLS and streamed
-answers stay with aiohttp (backends/transport.py, NetworkTransport).
+answers stay with aiohttp (transport.py, NetworkTransport).
 
 What it does, as aiohttp did for these requests:
 
 - ``request.timeout`` bounds the wait for a free connection and each wait
   for more of the answer; ``request.connect_timeout`` bounds connecting.
-- A gzip or deflate answer is decompressed (none is asked for).
+- An answer is read no further than ``request.max_bytes`` of body (and
+  limits.HEADER_BYTES of headers): past them the connection is closed and the
+  request fails (``too_large``).
+- A gzip or deflate answer is decompressed (none is asked for), no further
+  than ``request.max_bytes`` either.
 - A restricted transport connects only to addresses backends/addresses.py
   allows: a literal is judged as written, a name on every address it
   resolves to, at connect time, and the connection goes to the judged address.
@@ -40,15 +44,16 @@ import httptools
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from backends.addresses import spelled_allowed
-from backends.transport import (
+from backends.http.limits import HEADER_BYTES, IDLE_SECONDS, MAX_CONNECTIONS
+from backends.http.transport import (
     AiohttpTransport,
     Request,
     Response,
     TransportError,
     TransportTimeout,
+    too_large,
 )
 
-IDLE_SECONDS = 4.0
 Answer: TypeAlias = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body
 
 
@@ -72,6 +77,9 @@ class _Connection(asyncio.Protocol):
         self._headers: list[tuple[str, str]] = []
         self._body: list[bytes] = []
         self._received = 0  # bytes of the current answer so far
+        self._head_bytes = 0
+        self._body_bytes = 0
+        self._max_bytes = 0
         self._last_read = 0.0
         self._headers_done = False
         self._keep_alive = False
@@ -93,6 +101,8 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserError as err:
             self._fail(_Closed(f"the answer is not HTTP: {err}", started=True))
             self.close()
+        if self._head_bytes > HEADER_BYTES or self._body_bytes > self._max_bytes:
+            self.close()  # failed as it crossed the limit; the rest is not read
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -111,6 +121,12 @@ class _Connection(asyncio.Protocol):
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes > HEADER_BYTES:
+            self._fail(
+                TransportError(f"the answer's headers pass {HEADER_BYTES} bytes", "too_large")
+            )
+            return
         self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
@@ -118,6 +134,10 @@ class _Connection(asyncio.Protocol):
         self._status = self._parser.get_status_code()
 
     def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        if self._body_bytes > self._max_bytes:
+            self._fail(too_large(self._max_bytes))
+            return
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -134,13 +154,18 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    async def exchange(self, head: bytes, body: bytes | None, timeout: float) -> Answer:
-        """Send one request; its status, headers and body. Raises TransportError."""
+    async def exchange(
+        self, head: bytes, body: bytes | None, timeout: float, max_bytes: int
+    ) -> Answer:
+        """Send one request; its status, headers and body (at most ``max_bytes``).
+        Raises TransportError."""
         if self.transport is None or self.closed:
             raise _Closed("the connection is closed", started=False)
         loop = asyncio.get_running_loop()
         self._answer = answer = loop.create_future()
         self._headers, self._body, self._received = [], [], 0
+        self._head_bytes = self._body_bytes = 0
+        self._max_bytes = max_bytes
         self._headers_done = self._keep_alive = False
         self._last_read = time.monotonic()
         self.transport.write(head + body if body else head)
@@ -183,16 +208,27 @@ def _head(request: Request, host: str) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def _decoded(body: bytes, encoding: str) -> bytes:
+def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
+    """``body`` decompressed, no further than ``limit`` bytes; zlib.error if it is not whole."""
+    inflater = zlib.decompressobj(wbits)
+    out = inflater.decompress(body, limit + 1)
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise too_large(limit)
+    if not inflater.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return out
+
+
+def _decoded(body: bytes, encoding: str, limit: int) -> bytes:
     encoding = encoding.strip().lower()
     try:
         if encoding in {"gzip", "x-gzip"}:
-            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+            return _inflate(body, 16 + zlib.MAX_WBITS, limit)
         if encoding == "deflate":
             try:
-                return zlib.decompress(body)
+                return _inflate(body, zlib.MAX_WBITS, limit)
             except zlib.error:  # raw deflate, without the zlib header some servers omit
-                return zlib.decompress(body, -zlib.MAX_WBITS)
+                return _inflate(body, -zlib.MAX_WBITS, limit)
     except zlib.error as err:
         raise TransportError(f"the answer's {encoding} body does not decompress: {err}") from err
     return body
@@ -202,7 +238,7 @@ class PlainHttp:
     """Keep-alive connections over plain TCP, pooled per host and port, for whole
     (not streamed) requests to http:// URLs. ``restricted``: see the module."""
 
-    def __init__(self, *, restricted: bool = False, max_connections: int = 1000) -> None:
+    def __init__(self, *, restricted: bool = False, max_connections: int = MAX_CONNECTIONS) -> None:
         self.restricted = restricted
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._slots = asyncio.Semaphore(max_connections)
@@ -228,20 +264,24 @@ class PlainHttp:
         response_headers = CIMultiDictProxy(CIMultiDict(headers))
         encoding = response_headers.get("content-encoding")
         if encoding:
-            body = _decoded(body, encoding)
+            body = _decoded(body, encoding, request.max_bytes)
         return Response(status, response_headers, url, content=body)
 
     async def _exchange(self, host: str, port: int, head: bytes, request: Request) -> Answer:
         connection, reused = await self._connection(host, port, request.connect_timeout)
         try:
             try:
-                answer = await connection.exchange(head, request.body, request.timeout)
+                answer = await connection.exchange(
+                    head, request.body, request.timeout, request.max_bytes
+                )
             except _Closed as err:
                 if not reused or err.started:
                     raise
                 self._forget(connection)  # closed while idle: once more, on a new one
                 connection = await self._connect(host, port, request.connect_timeout)
-                answer = await connection.exchange(head, request.body, request.timeout)
+                answer = await connection.exchange(
+                    head, request.body, request.timeout, request.max_bytes
+                )
         except BaseException:  # cut off mid-answer (or cancelled): the connection is spent
             connection.close()
             self._forget(connection)
@@ -312,7 +352,7 @@ class PlainHttp:
 class NetworkTransport:
     """The transport the product uses: whole requests to http:// URLs over
     :class:`PlainHttp`; TLS, streamed answers and the rare rest (HEAD, credentials
-    in the URL) over aiohttp (backends/transport.py). Both guard addresses alike."""
+    in the URL) over aiohttp (transport.py). Both guard addresses alike."""
 
     def __init__(self, *, restricted: bool = False) -> None:
         self.restricted = restricted

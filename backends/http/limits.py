@@ -1,0 +1,49 @@
+"""Every bound on Flywheel's outbound HTTP, in one place: timeouts, pools, retries, sizes.
+
+The client (client.py), the transports under it (plain.py, transport.py) and
+the OpenAI-compatible helper (openai.py) read these, so one number changes
+in one line. What is a setting (a
+backend's own read timeout) comes from its row, not from here.
+"""
+
+from __future__ import annotations
+
+# --- time -------------------------------------------------------------------------------
+# Connecting should be quick on the networks backends live on; the read timeout is the
+# backend's own setting (a flow may think for a while).
+CONNECT_TIMEOUT_SECONDS = 5.0
+# A backend's timeout when none is set (the model's default is the same).
+DEFAULT_TIMEOUT_SECONDS = 60.0
+# Servers close idle keep-alive connections after about 5 s (Express, uvicorn): the
+# plain transport retires a connection idle for longer than this rather than race them.
+IDLE_SECONDS = 4.0
+# aiohttp's keep-alive for the TLS and streamed requests it carries.
+KEEPALIVE_SECONDS = 15.0
+
+# --- pools ------------------------------------------------------------------------------
+# Connections kept open to one backend; more requests than this wait for one.
+MAX_CONNECTIONS = 1000
+
+# --- the retry budget (idempotent calls, or calls that ask for it) ----------------------
+MAX_RETRIES = 2
+BACKOFF_BASE_SECONDS = 0.25
+BACKOFF_CAP_SECONDS = 2.0
+RETRY_AFTER_CAP_SECONDS = 10.0
+
+# --- sizes: what a server sends is bounded while it is read ----------------------------
+# A whole answer, decompressed (a prediction, a page of discovery, a flow with its
+# definition). A page of 100 Flowise flows with their flowData is a few MB.
+ANSWER_BYTES = 32 * 1024 * 1024
+# A streamed answer, all its events together.
+STREAM_BYTES = 32 * 1024 * 1024
+# An answer's status line and headers (aiohttp bounds each header line at 8 KB).
+HEADER_BYTES = 64 * 1024
+
+# --- OpenAI-compatible endpoints (the LLM, embeddings; openai.py) -----------------------
+# On a question's path each call has a total deadline of its own setting
+# (LLM_TIMEOUT_SECONDS, EMBEDDINGS_TIMEOUT_SECONDS; 0.5 s for a query type). Off it, a
+# batch of examples embedded at training time may wait this long for each part of
+# its answer.
+ENDPOINT_BATCH_TIMEOUT_SECONDS = 30.0
+# A chat completion, or a batch of vectors (100 texts of 3,072 floats is about 7 MB).
+ENDPOINT_ANSWER_BYTES = 16 * 1024 * 1024
