@@ -35,7 +35,7 @@ def visible(tenant: Tenant | None) -> Q:
 
 def find_backend(tenant: Tenant | None, backend: str) -> Backend:
     """A backend the caller may see, by name (its own before a shared one of that name),
-    else by id: as routing.planning reads a query's backend."""
+    else by id: as routing.selection.planning reads a query's backend."""
     candidates = Backend.objects.filter(visible(tenant), kind__in=kinds())
     pk = as_id(backend)
     found = candidates.filter(Q(name__iexact=backend) | Q(pk=pk) if pk else Q(name__iexact=backend))
