@@ -1,9 +1,10 @@
 """What each MCP tool returns: the models its outputSchema is built from.
 
 They describe the bodies the services already return (the REST doors answer
-the same ones), so a tool passes a service's dict through unchanged. Fields
-are typed where a client relies on them; nested free-form parts (a query
-type's evidence, health details) stay objects. Extra keys a service adds
+the same ones, and the query's are the ones its REST doors declare:
+routing/answering/query_output.py), so a tool passes a service's dict through
+unchanged. Fields are typed where a client relies on them; nested free-form
+parts (health details) stay objects. Extra keys a service adds
 later are let through: validation ignores them and the published schemas do
 not forbid them.
 """
@@ -14,88 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from routing.answering.query_output import Routing
 
-class ErrorInfo(BaseModel):
-    """The inside of the one error shape: ``{"error": {type, message, details}}``."""
-
-    type: str
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
-# --- routing ------------------------------------------------------------------------
-
-
-class Candidate(BaseModel):
-    backend: str
-    kind: str
-    flow: str
-    flow_id: str = Field(description="The flow's id on its backend.")
-    score: float
-    match: float
-    health: float
-    performance: float
-    tokens: float = Field(
-        description="Token usage factor: 1 - mean tokens / the policy's ceiling; 0.5 unknown."
-    )
-    generic: bool
-
-
-class Attempt(BaseModel):
-    backend: str
-    flow: str
-    ok: bool
-    latency_ms: float | None
-    error_type: str | None
-    error: str | None
-
-
-class Routing(BaseModel):
-    """Why this flow answered (seed 000's routing metadata)."""
-
-    intent: str
-    intent_confidence: float
-    method: str = Field(
-        description="How the intent was found: rules, context, example, model, llm or override."
-    )
-    evidence: list[str]
-    query_type: dict[str, Any] | None
-    routing_method: str = Field(description="auto (intelligent), explicit, or local.")
-    backend: str | None
-    flow: str | None
-    score: float | None
-    candidates: list[Candidate]
-    fallback_used: bool
-    fallback_chain: list[Attempt]
-    cached: bool
-    timings: dict[str, float]
-
-
-class QueryAnswer(BaseModel):
-    """universal_query: the answer, its session and request ids, and (by default) why."""
-
-    answer: str
-    session_id: str
-    request_id: str
-    routing: Routing | None = Field(
-        default=None, description="Present unless include_routing_metadata is false."
-    )
-    trace_url: str
-
-
-class RoutePlan(BaseModel):
-    """route_query: the dry run (nothing runs, nothing is recorded)."""
-
-    question: str
-    intent: str
-    confidence: float
-    method: str
-    evidence: list[str]
-    query_type: str | None
-    query_type_confidence: float | None
-    candidates: list[Candidate]
-    selected: Candidate | None
-    error: ErrorInfo | None = Field(description="Why nothing could be selected, if so.")
+# --- routing (universal_query and route_query answer as their REST doors declare) ---
 
 
 class Prediction(BaseModel):

@@ -6,7 +6,9 @@ as typed here; the types and ``Field`` constraints become the inputSchema,
 the return annotation's model (agents/schemas.py) the outputSchema. A tool
 validates nothing beyond that schema: the services check the rest and raise
 the typed errors that agents/server.py turns into the error shape. The
-shared argument types are in agents/arguments.py.
+shared argument types are in agents/arguments.py. The query tools take the
+query's own contract instead (:func:`takes`): its fields are published as it
+declares them, and validated by it, as on the REST doors.
 
 Synchronous services run on the shared executor (``flywheel.asyncdb.db``):
 no ORM call is made on the event loop. A backend, a flow and a session are
@@ -18,28 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypeVar
 
 from django.conf import settings
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from agents import schemas, text
-from agents.arguments import (
-    BackendChoice,
-    ChatflowId,
-    ChatflowType,
-    Fallback,
-    FlowData,
-    FlowRef,
-    Intent,
-    Name,
-    OnBackend,
-    Parameters,
-    Question,
-    SessionId,
-)
+from agents.arguments import ChatflowId, ChatflowType, FlowData, Name, OnBackend
 from backends.api import backend_shown
 from backends.selectors import backend_get_for, backends_visible_to
 from backends.services import backends_health_check_now
@@ -47,9 +36,11 @@ from chatflows import lifecycle
 from chatflows.api import FlowSerializer
 from chatflows.selectors import flows_visible_to
 from flywheel.asyncdb import db
+from flywheel.contract import Contract
 from flywheel.errors import ApplicationError
 from flywheel.models import Tenant
-from routing.answering.query_input import query_request
+from routing.answering.query_input import QueryRequest, query_request
+from routing.answering.query_output import QueryAnswer, RoutePlan
 from routing.answering.service import answer_question, route_question, run_flow
 from routing.answering.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
 from routing.api import SessionSerializer
@@ -68,70 +59,40 @@ def _absolute(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _given(**fields: Any) -> dict[str, Any]:
-    return {
-        k: str(v) if isinstance(v, uuid.UUID) else v for k, v in fields.items() if v is not None
-    }
+Tool = TypeVar("Tool", bound=Callable[..., Any])
+
+
+def takes(contract: type[Contract], *fields: str) -> Callable[[Tool], Tool]:
+    """Mark a tool as taking ``fields`` of ``contract`` (all of them by default) as its
+    service does: agents/server.py publishes them as the contract declares them and
+    hands them to the tool as sent, in ``**kwargs``, for the service to validate, so
+    a refusal reads as on every other door."""
+
+    def mark(tool: Tool) -> Tool:
+        tool.__contract__ = (contract, fields or tuple(contract.model_fields))  # type: ignore[attr-defined]
+        return tool
+
+    return mark
 
 
 # --- routing ------------------------------------------------------------------------------
 
 
-async def universal_query(
-    tenant: Tenant,
-    question: Question,
-    intent: Intent = None,
-    backend: BackendChoice = "auto",
-    session_id: SessionId = None,
-    parameters: Parameters = None,
-    include_routing_metadata: Annotated[
-        bool, Field(description="Include routing decision metadata (default true).")
-    ] = True,
-    flow: FlowRef = None,
-    fallback: Fallback = False,
-) -> Annotated[CallToolResult, schemas.QueryAnswer]:
+@takes(QueryRequest)
+async def universal_query(tenant: Tenant, **query: Any) -> Annotated[CallToolResult, QueryAnswer]:
     """Query AI workflows across all backends with intelligent routing. Classifies the
     question's intent, picks the best flow on a healthy backend (Flowise or Langflow) by
     flow match, health and performance, runs it, falls back along a chain when one fails,
     and keeps the conversation (session_id) across backends."""
-    request = query_request(
-        _given(
-            question=question,
-            intent=intent,
-            backend=backend,
-            session_id=session_id,
-            parameters=parameters,
-            include_routing_metadata=include_routing_metadata,
-            flow=flow,
-            fallback=fallback,
-        )
-    )
-    body = _absolute(await answer_question(request, tenant=tenant))
+    body = _absolute(await answer_question(query_request(query), tenant=tenant))
     return result(text.query_answer(body), body)
 
 
-async def route_query(
-    tenant: Tenant,
-    question: Question,
-    intent: Intent = None,
-    backend: BackendChoice = "auto",
-    session_id: SessionId = None,
-    flow: FlowRef = None,
-    fallback: Fallback = False,
-) -> Annotated[CallToolResult, schemas.RoutePlan]:
+@takes(QueryRequest, "question", "intent", "backend", "session_id", "flow", "fallback")
+async def route_query(tenant: Tenant, **query: Any) -> Annotated[CallToolResult, RoutePlan]:
     """Dry run of universal_query: the intent and every candidate flow with its scores,
     without running or recording anything."""
-    request = query_request(
-        _given(
-            question=question,
-            intent=intent,
-            backend=backend,
-            session_id=session_id,
-            flow=flow,
-            fallback=fallback,
-        )
-    )
-    plan = await route_question(request, tenant=tenant)
+    plan = await route_question(query_request(query), tenant=tenant)
     return result(text.route_plan(plan), plan)
 
 
@@ -255,21 +216,18 @@ async def delete_chatflow(
     return result(text.deleted(body), body)
 
 
+@takes(QueryRequest, "question", "session_id")
 async def run_prediction(
-    tenant: Tenant,
-    chatflow_id: ChatflowId,
-    question: Question,
-    backend: OnBackend = None,
-    session_id: SessionId = None,
+    tenant: Tenant, chatflow_id: ChatflowId, backend: OnBackend = None, **query: Any
 ) -> Annotated[CallToolResult, schemas.Prediction]:
     """Execute a deployed chatflow with user input (recorded like any query)."""
     body = _absolute(
         await run_flow(
             tenant=tenant,
             chatflow_id=chatflow_id,
-            question=question,
+            question=query.get("question"),
             backend=backend,
-            session_id=str(session_id) if session_id else None,
+            session_id=query.get("session_id"),
         )
     )
     shown = {

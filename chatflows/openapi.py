@@ -1,6 +1,6 @@
-"""OpenAPI for the chatflow endpoints (async views: chatflows/chatflow_api.py and the
-predict view in routing/api.py), added by a drf-spectacular post-processing hook that
-runs before flywheel.openapi's error table (SPECTACULAR_SETTINGS)."""
+"""OpenAPI for the chatflow endpoints (async views: chatflows/chatflow_api.py), added by a
+drf-spectacular post-processing hook that runs before flywheel.openapi's error table
+(SPECTACULAR_SETTINGS). A chatflow's predict is routing's (routing/openapi.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from chatflows.lifecycle import (
     MAX_NAME,
     MIN_DESCRIPTION,
 )
-from flywheel.openapi import NOT_BLANK, PY_SPACE, QUERY_ANSWER, operation
+from flywheel.contract import NOT_BLANK, PY_SPACE
+from flywheel.openapi import operation
 
 _TEXT: dict[str, Any] = {"type": "string"}
 _FLOW_DATA = {
@@ -100,21 +101,6 @@ GENERATED = {
     "required": ["flowData", "name", "description"],
     "properties": {"flowData": _TEXT, "name": _TEXT, "description": _TEXT, "backend": _TEXT},
 }
-PREDICT = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["question"],
-    "properties": {
-        "question": {"type": "string", "minLength": 1, "maxLength": 10000, "pattern": NOT_BLANK},
-        "session_id": {"type": "string", "format": "uuid", "nullable": True},
-        "fallback": {
-            "type": "boolean",
-            "default": False,
-            "description": "If the flow fails, may other flows for the question's intent answer?",
-        },
-        "include_routing_metadata": {"type": "boolean", "default": True},
-    },
-}
 BACKEND = {
     "name": "backend",
     "in": "query",
@@ -183,7 +169,4 @@ def add_chatflow_endpoints(
     deploy = _op("chatflows_deploy", "Deploy or undeploy (Flowise)", CHATFLOW, DEPLOY, one)
     deploy["requestBody"]["required"] = False  # no body: deploy
     paths["/api/v1/chatflows/{chatflow_id}/deploy"] = {"post": deploy}
-    paths["/api/v1/chatflows/{chatflow_id}/predict"] = {
-        "post": _op("chatflows_predict", "Run this flow", QUERY_ANSWER, PREDICT, one)
-    }
     return result

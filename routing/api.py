@@ -27,7 +27,7 @@ from flywheel.jsonout import json_response
 from flywheel.models import ApiKey
 from flywheel.rest import absolute_url, query_integer
 from routing.answering import query_router
-from routing.answering.query_input import query_request, query_type_request
+from routing.answering.query_input import PredictRequest, query_request, query_type_request
 from routing.answering.service import (
     answer_question,
     query_refused,
@@ -82,7 +82,7 @@ async def route(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     return json_response(await route_question(query_req, tenant=tenant))
 
 
-PREDICT_FIELDS = {"question", "session_id", "fallback", "include_routing_metadata"}
+PREDICT_FIELDS = set(PredictRequest.model_fields)
 
 
 @async_api("POST")
