@@ -1,12 +1,12 @@
 """What each MCP tool returns: the models its outputSchema is built from.
 
 They describe the bodies the services already return (the REST doors answer
-the same ones, and the query's are the ones its REST doors declare:
-routing/answering/query_output.py), so a tool passes a service's dict through
-unchanged. Fields are typed where a client relies on them; nested free-form
-parts (health details) stay objects. Extra keys a service adds
-later are let through: validation ignores them and the published schemas do
-not forbid them.
+the same ones; the query's and the chatflows' are the REST doors' own
+declarations, routing/answering/query_output.py and chatflows/contract.py),
+so a tool passes a service's dict through unchanged. Fields are typed where a
+client relies on them; nested free-form parts (health details) stay objects.
+Extra keys a service adds later are let through: validation ignores them and
+the published schemas do not forbid them.
 """
 
 from __future__ import annotations
@@ -73,55 +73,6 @@ class FlowShown(BaseModel):
     scope: str
     is_generic: bool
     last_seen_at: str
-
-
-# --- the chatflow lifecycle (seed 003) ---------------------------------------------------
-
-
-class _Where(BaseModel):
-    backend: str = Field(description="The backend the flow is on.")
-    backend_id: int
-    kind: str = Field(description="flowise or langflow.")
-
-
-class ChatflowSummary(_Where):
-    id: str = Field(description="The flow's id on its backend.")
-    name: str
-    type: str = Field(description="CHATFLOW, AGENTFLOW, MULTIAGENT, ASSISTANT; Langflow: FLOW.")
-    deployed: bool
-    description: str
-    flow_id: int = Field(description="Flywheel's id for the flow.")
-    intent_keywords: list[str]
-    last_seen_at: str
-
-
-class Chatflow(_Where):
-    id: str = Field(description="The flow's id on its backend.")
-    name: str
-    type: str = Field(description="CHATFLOW, AGENTFLOW, MULTIAGENT, ASSISTANT; Langflow: FLOW.")
-    deployed: bool
-    description: str
-    createdDate: str | None  # seed 003's camelCase names
-    updatedDate: str | None
-    flow_id: int = Field(description="Flywheel's id for the flow.")
-
-
-class ChatflowWithData(Chatflow):
-    flowData: str | None = Field(
-        description="The workflow structure (nodes and edges) as a JSON string."
-    )
-
-
-class Deleted(BaseModel):
-    message: str
-    deleted_id: str
-
-
-class Generated(BaseModel):
-    flowData: str = Field(description="Generated workflow structure as a JSON string.")
-    name: str = Field(description="Suggested chatflow name.")
-    description: str
-    backend: str = Field(description="The Flowise backend that generated it.")
 
 
 # --- sessions -------------------------------------------------------------------------

@@ -119,18 +119,22 @@ _ABSENT: Any = object()  # an argument the caller left out
 
 def _with_contract(tool: Tool, fn: Callable[..., Any]) -> Tool:
     """``tool`` taking the contract fields ``fn`` is marked with (agents.tools.takes):
-    published as the contract declares them, handed over as sent (the SDK's reading of
-    JSON inside strings aside) for the service to validate."""
-    contract, fields = getattr(fn, "__contract__", (None, ()))
+    published as the contract declares them; checked by the SDK against it, or handed
+    over as sent (the SDK's reading of JSON inside strings aside) for the service to
+    validate."""
+    contract, fields, validated = getattr(fn, "__contract__", (None, (), False))
     if contract is None:
         return tool
     declared = mcp_schema(contract)
+    taken = {name: contract.model_fields[name] for name in fields}
     tool.fn_metadata.arg_model = create_model(  # type: ignore[call-overload]
         tool.fn_metadata.arg_model.__name__,
         __base__=tool.fn_metadata.arg_model,
         **{
-            name: (Annotated[contract.model_fields[name].annotation, SkipValidation], _ABSENT)
-            for name in fields
+            name: (info.annotation, info)
+            if validated
+            else (Annotated[info.annotation, SkipValidation], _ABSENT)
+            for name, info in taken.items()
         },
     )
     published = dict(tool.parameters)

@@ -28,12 +28,26 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from agents import schemas, text
-from agents.arguments import ChatflowId, ChatflowType, FlowData, Name, OnBackend
 from backends.api import backend_shown
 from backends.selectors import backend_get_for, backends_visible_to
 from backends.services import backends_health_check_now
 from chatflows import lifecycle
 from chatflows.api import FlowSerializer
+from chatflows.contract import (
+    AgentflowRequest,
+    Chatflow,
+    ChatflowCreate,
+    ChatflowId,
+    ChatflowListed,
+    ChatflowName,
+    ChatflowType,
+    ChatflowWithData,
+    Deleted,
+    Deployed,
+    FlowData,
+    Generated,
+    OnBackend,
+)
 from chatflows.selectors import flows_visible_to
 from flywheel.asyncdb import db
 from flywheel.contract import Contract
@@ -62,14 +76,18 @@ def _absolute(body: dict[str, Any]) -> dict[str, Any]:
 Tool = TypeVar("Tool", bound=Callable[..., Any])
 
 
-def takes(contract: type[Contract], *fields: str) -> Callable[[Tool], Tool]:
-    """Mark a tool as taking ``fields`` of ``contract`` (all of them by default) as its
-    service does: agents/server.py publishes them as the contract declares them and
-    hands them to the tool as sent, in ``**kwargs``, for the service to validate, so
-    a refusal reads as on every other door."""
+def takes(
+    contract: type[Contract], *fields: str, validated: bool = False
+) -> Callable[[Tool], Tool]:
+    """Mark a tool as taking ``fields`` of ``contract`` (all of them by default), in
+    ``**kwargs``: agents/server.py publishes them as the contract declares them. The
+    SDK checks them against it when ``validated``; otherwise they are handed over as
+    sent, for the service to validate with the contract itself, so that a refusal
+    reads as on every other door."""
 
     def mark(tool: Tool) -> Tool:
-        tool.__contract__ = (contract, fields or tuple(contract.model_fields))  # type: ignore[attr-defined]
+        taken = (contract, fields or tuple(contract.model_fields), validated)
+        tool.__contract__ = taken  # type: ignore[attr-defined]
         return tool
 
     return mark
@@ -154,7 +172,7 @@ async def list_chatflows(
     tenant: Tenant,
     backend: OnBackend = None,
     type: Annotated[ChatflowType | None, Field(description="Only flows of this type.")] = None,
-) -> Annotated[CallToolResult, list[schemas.ChatflowSummary]]:
+) -> Annotated[CallToolResult, list[ChatflowListed]]:
     """List all available chatflows (Flowise) and flows (Langflow) with their metadata."""
     rows = await db(lifecycle.chatflows_list)(tenant=tenant, backend=backend, flow_type=type)
     return result(text.chatflows(rows), {"result": rows})
@@ -162,40 +180,29 @@ async def list_chatflows(
 
 async def get_chatflow(
     tenant: Tenant, chatflow_id: ChatflowId, backend: OnBackend = None
-) -> Annotated[CallToolResult, schemas.ChatflowWithData]:
+) -> Annotated[CallToolResult, ChatflowWithData]:
     """Get detailed chatflow information including workflow structure (flowData)."""
     flow = await lifecycle.chatflow_get(tenant=tenant, chatflow_id=chatflow_id, backend=backend)
     return result(text.chatflow(flow), flow)
 
 
+@takes(ChatflowCreate, validated=True)
 async def create_chatflow(
-    tenant: Tenant,
-    name: Name,
-    flow_data: FlowData,
-    type: Annotated[ChatflowType, Field(description="Chatflow type (Flowise)")] = "CHATFLOW",
-    deployed: Annotated[
-        bool | None,
-        Field(description="Deploy at once (Flowise; default false). Langflow flows always run."),
-    ] = None,
-    backend: OnBackend = None,
-) -> Annotated[CallToolResult, schemas.Chatflow]:
+    tenant: Tenant, backend: OnBackend = None, **flow: Any
+) -> Annotated[CallToolResult, Chatflow]:
     """Create a new chatflow from a workflow structure, on one of your own backends."""
-    flow = await lifecycle.chatflow_create(
-        tenant=tenant, name=name, flow_data=flow_data, type=type, deployed=deployed, backend=backend
-    )
-    return result(text.chatflow(flow, verb="created"), flow)
+    created = await lifecycle.chatflow_create(tenant=tenant, backend=backend, **flow)
+    return result(text.chatflow(created, verb="created"), created)
 
 
 async def update_chatflow(
     tenant: Tenant,
     chatflow_id: ChatflowId,
-    name: Annotated[
-        str | None, Field(min_length=1, max_length=lifecycle.MAX_NAME, description="New name")
-    ] = None,
-    flow_data: Annotated[str | None, Field(description="New workflow structure")] = None,
-    deployed: Annotated[bool | None, Field(description="New deployment status")] = None,
+    name: ChatflowName | None = None,
+    flow_data: FlowData | None = None,
+    deployed: Deployed | None = None,
     backend: OnBackend = None,
-) -> Annotated[CallToolResult, schemas.Chatflow]:
+) -> Annotated[CallToolResult, Chatflow]:
     """Update an existing chatflow's name, flow_data or deployment (give at least one)."""
     flow = await lifecycle.chatflow_update(
         tenant=tenant,
@@ -210,7 +217,7 @@ async def update_chatflow(
 
 async def delete_chatflow(
     tenant: Tenant, chatflow_id: ChatflowId, backend: OnBackend = None
-) -> Annotated[CallToolResult, schemas.Deleted]:
+) -> Annotated[CallToolResult, Deleted]:
     """Permanently delete a chatflow from its backend."""
     body = await lifecycle.chatflow_delete(tenant=tenant, chatflow_id=chatflow_id, backend=backend)
     return result(text.deleted(body), body)
@@ -242,11 +249,8 @@ async def run_prediction(
 
 
 async def deploy_chatflow(
-    tenant: Tenant,
-    chatflow_id: ChatflowId,
-    deployed: Annotated[bool, Field(description="true to deploy, false to undeploy")],
-    backend: OnBackend = None,
-) -> Annotated[CallToolResult, schemas.Chatflow]:
+    tenant: Tenant, chatflow_id: ChatflowId, deployed: Deployed, backend: OnBackend = None
+) -> Annotated[CallToolResult, Chatflow]:
     """Deploy or undeploy a Flowise chatflow (Langflow flows need no deployment)."""
     flow = await lifecycle.chatflow_deploy(
         tenant=tenant, chatflow_id=chatflow_id, deployed=deployed, backend=backend
@@ -254,23 +258,13 @@ async def deploy_chatflow(
     return result(text.chatflow(flow, verb="deployed" if deployed else "undeployed"), flow)
 
 
+@takes(AgentflowRequest, validated=True)
 async def generate_agentflow_v2(
-    tenant: Tenant,
-    description: Annotated[
-        str,
-        Field(
-            min_length=lifecycle.MIN_DESCRIPTION,
-            max_length=lifecycle.MAX_DESCRIPTION,
-            description="Natural language description of desired agent behavior",
-        ),
-    ],
-    backend: OnBackend = None,
-) -> Annotated[CallToolResult, schemas.Generated]:
+    tenant: Tenant, backend: OnBackend = None, **request: Any
+) -> Annotated[CallToolResult, Generated]:
     """Generate an AgentFlow V2 workflow from a natural language description (on a shared
     Flowise backend); pass its flowData to create_chatflow."""
-    body = await lifecycle.chatflow_generate(
-        tenant=tenant, description=description, backend=backend
-    )
+    body = await lifecycle.chatflow_generate(tenant=tenant, backend=backend, **request)
     return result(text.generated(body), body)
 
 

@@ -100,6 +100,20 @@ def refuse(message: str) -> PydanticCustomError:
 C = TypeVar("C", bound=BaseModel)
 
 
+@functools.cache
+def field_names(shape: Any) -> tuple[str, ...]:
+    """The fields a contract (a model, or a TypedDict of fields that may be left out)
+    takes, in its order."""
+    return tuple(TypeAdapter(shape).json_schema()["properties"])
+
+
+@functools.cache
+def required_names(shape: Any) -> tuple[str, ...]:
+    """The fields a contract requires, in its order (as its schema says: a TypedDict's
+    ``Required`` is read right under postponed annotations too)."""
+    return tuple(TypeAdapter(shape).json_schema().get("required", ()))
+
+
 def pick(model: type[Contract], name: str, *fields: str, doc: str) -> type[Contract]:
     """The contract ``name`` of some of ``model``'s fields, each as ``model`` declares it
     (a door that takes part of a request); ``doc`` describes it in the schemas."""

@@ -82,16 +82,13 @@ async def route(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     return json_response(await route_question(query_req, tenant=tenant))
 
 
-PREDICT_FIELDS = set(PredictRequest.model_fields)
-
-
 @async_api("POST")
 async def chatflow_predict(
     request: HttpRequest, api_key: ApiKey, chatflow_id: str
 ) -> HttpResponseBase:
     """POST /api/v1/chatflows/{id}/predict: run that flow (a routed query with its flow
     given: recorded and measured like any other; no fallback unless asked)."""
-    body = body_of(request, PREDICT_FIELDS)
+    body = body_of(request, PredictRequest)
     answer = await run_flow(
         tenant=api_key.tenant,
         chatflow_id=chatflow_id,
