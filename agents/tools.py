@@ -57,7 +57,7 @@ from routing.answering.query_input import QueryRequest, query_request
 from routing.answering.query_output import QueryAnswer, RoutePlan
 from routing.answering.service import answer_question, route_question, run_flow
 from routing.answering.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
-from routing.api import SessionSerializer
+from routing.api import SessionSerializer, SessionSummarySerializer
 
 
 def result(readable: str, structured: Mapping[str, Any]) -> CallToolResult:
@@ -293,13 +293,6 @@ async def list_sessions(
 ) -> Annotated[CallToolResult, list[schemas.SessionSummary]]:
     """Your conversations, most recently active first, with their first question and the
     start of their last answer."""
-    rows = [
-        {
-            **row,
-            "id": str(row["id"]),
-            "created_at": row["created_at"].isoformat(),
-            "updated_at": row["updated_at"].isoformat(),
-        }
-        for row in await db(sessions_list)(tenant_id=tenant.pk, limit=limit)
-    ]
+    listed = await db(sessions_list)(tenant_id=tenant.pk, limit=limit)
+    rows = [dict(row) for row in SessionSummarySerializer(listed, many=True).data]
     return result(text.sessions(rows), {"result": rows})

@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -148,6 +148,7 @@ class SessionSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
     turns = serializers.SerializerMethodField()
 
+    @extend_schema_field(TurnSerializer(many=True))
     def get_turns(self, session: Any) -> Any:
         turns = session.turns.select_related("backend", "flow").order_by("created_at", "id")
         return TurnSerializer(turns, many=True).data
