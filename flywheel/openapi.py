@@ -69,7 +69,10 @@ EMPTY_IS_NO_FILTER = {
 
 # Backend bodies: unknown fields are refused; URLs are http(s) with no user-info; names
 # and keys are trimmed before they are checked (a blank name is refused, so is a key
-# with anything but printable ASCII inside: it travels in a header).
+# with anything but printable ASCII inside: it travels in a header). Still written
+# here, not declared with the body: that door's body is a DRF serializer
+# (backends/api.py) whose checks are custom validators drf-spectacular cannot read,
+# and making it a contract would reword its refusals (DRF's words, field by field).
 _BACKEND_FIELDS = {
     "name": {"pattern": NOT_BLANK},
     "base_url": {"pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+([/?#]\S*)?$"},
