@@ -19,7 +19,7 @@ import logging
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-from flywheel.asyncdb import db
+from flywheel.authentication import BEARER_RULE, api_key_of_async, bearer_key
 from flywheel.errors import (
     ApplicationError,
     AuthenticationError,
@@ -27,8 +27,7 @@ from flywheel.errors import (
     internal_error_body,
 )
 from flywheel.models import ApiKey
-from flywheel.ratelimit import api_key_admit, client_address
-from flywheel.services import api_key_authenticate, api_key_recall
+from flywheel.ratelimit import api_key_admit
 
 logger = logging.getLogger(__name__)
 
@@ -41,15 +40,6 @@ class Caller(Protocol):
         ...
 
 
-async def authenticated(raw_key: str, *, address: str | None = None) -> ApiKey:
-    """The active key ``raw_key`` names: from the memo or cache when it was used lately
-    (no database), else looked up. Raises AuthenticationError, or RateLimitError for an
-    ``address`` that failed too often (flywheel.ratelimit)."""
-    return api_key_recall(raw_key=raw_key) or await db(api_key_authenticate)(
-        raw_key=raw_key, address=address
-    )
-
-
 class KeyCaller:
     """One key for the whole process (stdio; in-process clients in tests)."""
 
@@ -57,7 +47,7 @@ class KeyCaller:
         self._raw_key = raw_key
 
     async def api_key(self) -> ApiKey:
-        return await authenticated(self._raw_key)
+        return await api_key_of_async(self._raw_key)
 
 
 class RequestCaller:
@@ -66,7 +56,7 @@ class RequestCaller:
     async def api_key(self) -> ApiKey:
         found = _request_key.get()
         if found is None:  # only if the app was served without BearerAuth around it
-            raise AuthenticationError("Use the header 'Authorization: Bearer <key>'.")
+            raise AuthenticationError(BEARER_RULE)
         return found
 
 
@@ -82,12 +72,11 @@ async def admitted(caller: Caller) -> ApiKey:
     return api_key
 
 
-def _bearer(scope: dict[str, Any]) -> str | None:
+def _authorization(scope: dict[str, Any]) -> str:
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
-            scheme, _, raw_key = value.decode("latin-1").partition(" ")
-            return raw_key.strip() if scheme == "Bearer" and raw_key.strip() else None
-    return None
+            return str(value.decode("latin-1"))
+    return ""
 
 
 async def _refuse(send: Any, status: int, body: dict[str, Any], headers: list[Any]) -> None:
@@ -122,12 +111,12 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         client = scope.get("client")
-        address = client_address({"REMOTE_ADDR": client[0] if client else ""})
+        meta = {"REMOTE_ADDR": client[0] if client else ""}
         try:
-            raw_key = _bearer(scope)
+            raw_key = bearer_key(_authorization(scope))
             if raw_key is None:
-                raise AuthenticationError("Use the header 'Authorization: Bearer <key>'.")
-            api_key = await authenticated(raw_key, address=address)
+                raise AuthenticationError(BEARER_RULE)
+            api_key = await api_key_of_async(raw_key, meta=meta)
         except AuthenticationError as err:
             await _refuse(send, 401, err.as_dict(), [(b"www-authenticate", b'Bearer realm="mcp"')])
             return

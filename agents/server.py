@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 from asgiref.sync import sync_to_async
 from mcp.server import MCPServer
@@ -30,11 +30,13 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import SkipValidation, create_model
 from pydantic import ValidationError as SchemaError
 
 from agents import tools
 from agents.auth import Caller, admitted
 from backends.adapters import close_adapters
+from flywheel.contract import mcp_schema
 from flywheel.errors import ApplicationError, error_body, internal_error_body
 from flywheel.metrics import REQUESTS
 from routing.answering.service import answers_finish
@@ -85,12 +87,17 @@ def door(caller: Caller, fn: Callable[..., Awaitable[CallToolResult]]) -> Callab
     the schema from the tool's own parameters.
     """
     signature = inspect.signature(fn, eval_str=True)
-    published = [p for name, p in signature.parameters.items() if name != "tenant"]
+    published = [
+        p
+        for name, p in signature.parameters.items()
+        if name != "tenant" and p.kind != p.VAR_KEYWORD
+    ]
 
     async def call(**arguments: Any) -> CallToolResult:
+        given = {name: value for name, value in arguments.items() if value is not _ABSENT}
         try:
             api_key = await admitted(caller)
-            return await fn(api_key.tenant, **arguments)
+            return await fn(api_key.tenant, **given)
         except ApplicationError as err:
             raise ToolError(_shape(err.as_dict())) from err
         except Exception as err:
@@ -105,6 +112,42 @@ def door(caller: Caller, fn: Callable[..., Awaitable[CallToolResult]]) -> Callab
         "return": signature.return_annotation
     }
     return call
+
+
+_ABSENT: Any = object()  # an argument the caller left out
+
+
+def _with_contract(tool: Tool, fn: Callable[..., Any]) -> Tool:
+    """``tool`` taking the contract fields ``fn`` is marked with (agents.tools.takes):
+    published as the contract declares them; checked by the SDK against it, or handed
+    over as sent (the SDK's reading of JSON inside strings aside) for the service to
+    validate."""
+    contract, fields, validated = getattr(fn, "__contract__", (None, (), False))
+    if contract is None:
+        return tool
+    declared = mcp_schema(contract)
+    taken = {name: contract.model_fields[name] for name in fields}
+    tool.fn_metadata.arg_model = create_model(  # type: ignore[call-overload]
+        tool.fn_metadata.arg_model.__name__,
+        __base__=tool.fn_metadata.arg_model,
+        **{
+            name: (info.annotation, info)
+            if validated
+            else (Annotated[info.annotation, SkipValidation], _ABSENT)
+            for name, info in taken.items()
+        },
+    )
+    published = dict(tool.parameters)
+    published["properties"] = {
+        **published.get("properties", {}),
+        **{name: declared["properties"][name] for name in fields},
+    }
+    required = [*published.get("required", [])]
+    required += [name for name in declared.get("required", []) if name in fields]
+    if required:
+        published["required"] = required
+    tool.parameters = published
+    return tool
 
 
 def _schema_refusal(err: SchemaError) -> dict[str, Any]:
@@ -175,7 +218,7 @@ async def _lifespan(server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
 def build_server(caller: Caller) -> FlywheelMCP:
     """The MCP server with every tool, acting for ``caller``."""
     registered = [
-        Tool.from_function(door(caller, fn), name=name, annotations=annotations)
+        _with_contract(Tool.from_function(door(caller, fn), name=name, annotations=annotations), fn)
         for name, (fn, annotations) in TOOLS.items()
     ]
     return FlywheelMCP(

@@ -6,7 +6,9 @@ as typed here; the types and ``Field`` constraints become the inputSchema,
 the return annotation's model (agents/schemas.py) the outputSchema. A tool
 validates nothing beyond that schema: the services check the rest and raise
 the typed errors that agents/server.py turns into the error shape. The
-shared argument types are in agents/arguments.py.
+shared argument types are in agents/arguments.py. The query tools take the
+query's own contract instead (:func:`takes`): its fields are published as it
+declares them, and validated by it, as on the REST doors.
 
 Synchronous services run on the shared executor (``flywheel.asyncdb.db``):
 no ORM call is made on the event loop. A backend, a flow and a session are
@@ -18,41 +20,44 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypeVar
 
 from django.conf import settings
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from agents import schemas, text
-from agents.arguments import (
-    BackendChoice,
-    ChatflowId,
-    ChatflowType,
-    Fallback,
-    FlowData,
-    FlowRef,
-    Intent,
-    Name,
-    OnBackend,
-    Parameters,
-    Question,
-    SessionId,
-)
 from backends.api import backend_shown
 from backends.selectors import backend_get_for, backends_visible_to
 from backends.services import backends_health_check_now
 from chatflows import lifecycle
 from chatflows.api import FlowSerializer
+from chatflows.contract import (
+    AgentflowRequest,
+    Chatflow,
+    ChatflowCreate,
+    ChatflowId,
+    ChatflowListed,
+    ChatflowName,
+    ChatflowType,
+    ChatflowWithData,
+    Deleted,
+    Deployed,
+    FlowData,
+    Generated,
+    OnBackend,
+)
 from chatflows.selectors import flows_visible_to
 from flywheel.asyncdb import db
+from flywheel.contract import Contract
 from flywheel.errors import ApplicationError
 from flywheel.models import Tenant
-from routing.answering.query_input import query_request
+from routing.answering.query_input import QueryRequest, query_request
+from routing.answering.query_output import QueryAnswer, RoutePlan
 from routing.answering.service import answer_question, route_question, run_flow
 from routing.answering.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
-from routing.api import SessionSerializer
+from routing.api import SessionSerializer, SessionSummarySerializer
 
 
 def result(readable: str, structured: Mapping[str, Any]) -> CallToolResult:
@@ -68,70 +73,44 @@ def _absolute(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _given(**fields: Any) -> dict[str, Any]:
-    return {
-        k: str(v) if isinstance(v, uuid.UUID) else v for k, v in fields.items() if v is not None
-    }
+Tool = TypeVar("Tool", bound=Callable[..., Any])
+
+
+def takes(
+    contract: type[Contract], *fields: str, validated: bool = False
+) -> Callable[[Tool], Tool]:
+    """Mark a tool as taking ``fields`` of ``contract`` (all of them by default), in
+    ``**kwargs``: agents/server.py publishes them as the contract declares them. The
+    SDK checks them against it when ``validated``; otherwise they are handed over as
+    sent, for the service to validate with the contract itself, so that a refusal
+    reads as on every other door."""
+
+    def mark(tool: Tool) -> Tool:
+        taken = (contract, fields or tuple(contract.model_fields), validated)
+        tool.__contract__ = taken  # type: ignore[attr-defined]
+        return tool
+
+    return mark
 
 
 # --- routing ------------------------------------------------------------------------------
 
 
-async def universal_query(
-    tenant: Tenant,
-    question: Question,
-    intent: Intent = None,
-    backend: BackendChoice = "auto",
-    session_id: SessionId = None,
-    parameters: Parameters = None,
-    include_routing_metadata: Annotated[
-        bool, Field(description="Include routing decision metadata (default true).")
-    ] = True,
-    flow: FlowRef = None,
-    fallback: Fallback = False,
-) -> Annotated[CallToolResult, schemas.QueryAnswer]:
+@takes(QueryRequest)
+async def universal_query(tenant: Tenant, **query: Any) -> Annotated[CallToolResult, QueryAnswer]:
     """Query AI workflows across all backends with intelligent routing. Classifies the
     question's intent, picks the best flow on a healthy backend (Flowise or Langflow) by
     flow match, health and performance, runs it, falls back along a chain when one fails,
     and keeps the conversation (session_id) across backends."""
-    request = query_request(
-        _given(
-            question=question,
-            intent=intent,
-            backend=backend,
-            session_id=session_id,
-            parameters=parameters,
-            include_routing_metadata=include_routing_metadata,
-            flow=flow,
-            fallback=fallback,
-        )
-    )
-    body = _absolute(await answer_question(request, tenant=tenant))
+    body = _absolute(await answer_question(query_request(query), tenant=tenant))
     return result(text.query_answer(body), body)
 
 
-async def route_query(
-    tenant: Tenant,
-    question: Question,
-    intent: Intent = None,
-    backend: BackendChoice = "auto",
-    session_id: SessionId = None,
-    flow: FlowRef = None,
-    fallback: Fallback = False,
-) -> Annotated[CallToolResult, schemas.RoutePlan]:
+@takes(QueryRequest, "question", "intent", "backend", "session_id", "flow", "fallback")
+async def route_query(tenant: Tenant, **query: Any) -> Annotated[CallToolResult, RoutePlan]:
     """Dry run of universal_query: the intent and every candidate flow with its scores,
     without running or recording anything."""
-    request = query_request(
-        _given(
-            question=question,
-            intent=intent,
-            backend=backend,
-            session_id=session_id,
-            flow=flow,
-            fallback=fallback,
-        )
-    )
-    plan = await route_question(request, tenant=tenant)
+    plan = await route_question(query_request(query), tenant=tenant)
     return result(text.route_plan(plan), plan)
 
 
@@ -193,7 +172,7 @@ async def list_chatflows(
     tenant: Tenant,
     backend: OnBackend = None,
     type: Annotated[ChatflowType | None, Field(description="Only flows of this type.")] = None,
-) -> Annotated[CallToolResult, list[schemas.ChatflowSummary]]:
+) -> Annotated[CallToolResult, list[ChatflowListed]]:
     """List all available chatflows (Flowise) and flows (Langflow) with their metadata."""
     rows = await db(lifecycle.chatflows_list)(tenant=tenant, backend=backend, flow_type=type)
     return result(text.chatflows(rows), {"result": rows})
@@ -201,40 +180,29 @@ async def list_chatflows(
 
 async def get_chatflow(
     tenant: Tenant, chatflow_id: ChatflowId, backend: OnBackend = None
-) -> Annotated[CallToolResult, schemas.ChatflowWithData]:
+) -> Annotated[CallToolResult, ChatflowWithData]:
     """Get detailed chatflow information including workflow structure (flowData)."""
     flow = await lifecycle.chatflow_get(tenant=tenant, chatflow_id=chatflow_id, backend=backend)
     return result(text.chatflow(flow), flow)
 
 
+@takes(ChatflowCreate, validated=True)
 async def create_chatflow(
-    tenant: Tenant,
-    name: Name,
-    flow_data: FlowData,
-    type: Annotated[ChatflowType, Field(description="Chatflow type (Flowise)")] = "CHATFLOW",
-    deployed: Annotated[
-        bool | None,
-        Field(description="Deploy at once (Flowise; default false). Langflow flows always run."),
-    ] = None,
-    backend: OnBackend = None,
-) -> Annotated[CallToolResult, schemas.Chatflow]:
+    tenant: Tenant, backend: OnBackend = None, **flow: Any
+) -> Annotated[CallToolResult, Chatflow]:
     """Create a new chatflow from a workflow structure, on one of your own backends."""
-    flow = await lifecycle.chatflow_create(
-        tenant=tenant, name=name, flow_data=flow_data, type=type, deployed=deployed, backend=backend
-    )
-    return result(text.chatflow(flow, verb="created"), flow)
+    created = await lifecycle.chatflow_create(tenant=tenant, backend=backend, **flow)
+    return result(text.chatflow(created, verb="created"), created)
 
 
 async def update_chatflow(
     tenant: Tenant,
     chatflow_id: ChatflowId,
-    name: Annotated[
-        str | None, Field(min_length=1, max_length=lifecycle.MAX_NAME, description="New name")
-    ] = None,
-    flow_data: Annotated[str | None, Field(description="New workflow structure")] = None,
-    deployed: Annotated[bool | None, Field(description="New deployment status")] = None,
+    name: ChatflowName | None = None,
+    flow_data: FlowData | None = None,
+    deployed: Deployed | None = None,
     backend: OnBackend = None,
-) -> Annotated[CallToolResult, schemas.Chatflow]:
+) -> Annotated[CallToolResult, Chatflow]:
     """Update an existing chatflow's name, flow_data or deployment (give at least one)."""
     flow = await lifecycle.chatflow_update(
         tenant=tenant,
@@ -249,27 +217,24 @@ async def update_chatflow(
 
 async def delete_chatflow(
     tenant: Tenant, chatflow_id: ChatflowId, backend: OnBackend = None
-) -> Annotated[CallToolResult, schemas.Deleted]:
+) -> Annotated[CallToolResult, Deleted]:
     """Permanently delete a chatflow from its backend."""
     body = await lifecycle.chatflow_delete(tenant=tenant, chatflow_id=chatflow_id, backend=backend)
     return result(text.deleted(body), body)
 
 
+@takes(QueryRequest, "question", "session_id")
 async def run_prediction(
-    tenant: Tenant,
-    chatflow_id: ChatflowId,
-    question: Question,
-    backend: OnBackend = None,
-    session_id: SessionId = None,
+    tenant: Tenant, chatflow_id: ChatflowId, backend: OnBackend = None, **query: Any
 ) -> Annotated[CallToolResult, schemas.Prediction]:
     """Execute a deployed chatflow with user input (recorded like any query)."""
     body = _absolute(
         await run_flow(
             tenant=tenant,
             chatflow_id=chatflow_id,
-            question=question,
+            question=query.get("question"),
             backend=backend,
-            session_id=str(session_id) if session_id else None,
+            session_id=query.get("session_id"),
         )
     )
     shown = {
@@ -284,11 +249,8 @@ async def run_prediction(
 
 
 async def deploy_chatflow(
-    tenant: Tenant,
-    chatflow_id: ChatflowId,
-    deployed: Annotated[bool, Field(description="true to deploy, false to undeploy")],
-    backend: OnBackend = None,
-) -> Annotated[CallToolResult, schemas.Chatflow]:
+    tenant: Tenant, chatflow_id: ChatflowId, deployed: Deployed, backend: OnBackend = None
+) -> Annotated[CallToolResult, Chatflow]:
     """Deploy or undeploy a Flowise chatflow (Langflow flows need no deployment)."""
     flow = await lifecycle.chatflow_deploy(
         tenant=tenant, chatflow_id=chatflow_id, deployed=deployed, backend=backend
@@ -296,23 +258,13 @@ async def deploy_chatflow(
     return result(text.chatflow(flow, verb="deployed" if deployed else "undeployed"), flow)
 
 
+@takes(AgentflowRequest, validated=True)
 async def generate_agentflow_v2(
-    tenant: Tenant,
-    description: Annotated[
-        str,
-        Field(
-            min_length=lifecycle.MIN_DESCRIPTION,
-            max_length=lifecycle.MAX_DESCRIPTION,
-            description="Natural language description of desired agent behavior",
-        ),
-    ],
-    backend: OnBackend = None,
-) -> Annotated[CallToolResult, schemas.Generated]:
+    tenant: Tenant, backend: OnBackend = None, **request: Any
+) -> Annotated[CallToolResult, Generated]:
     """Generate an AgentFlow V2 workflow from a natural language description (on a shared
     Flowise backend); pass its flowData to create_chatflow."""
-    body = await lifecycle.chatflow_generate(
-        tenant=tenant, description=description, backend=backend
-    )
+    body = await lifecycle.chatflow_generate(tenant=tenant, backend=backend, **request)
     return result(text.generated(body), body)
 
 
@@ -341,13 +293,6 @@ async def list_sessions(
 ) -> Annotated[CallToolResult, list[schemas.SessionSummary]]:
     """Your conversations, most recently active first, with their first question and the
     start of their last answer."""
-    rows = [
-        {
-            **row,
-            "id": str(row["id"]),
-            "created_at": row["created_at"].isoformat(),
-            "updated_at": row["updated_at"].isoformat(),
-        }
-        for row in await db(sessions_list)(tenant_id=tenant.pk, limit=limit)
-    ]
+    listed = await db(sessions_list)(tenant_id=tenant.pk, limit=limit)
+    rows = [dict(row) for row in SessionSummarySerializer(listed, many=True).data]
     return result(text.sessions(rows), {"result": rows})

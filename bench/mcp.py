@@ -172,14 +172,15 @@ async def in_process(rest_port: int, key: str, pool: list[str]) -> None:
     """This process as the MCP server: the SDK's in-process client, the bare service, REST."""
     from mcp import Client
 
-    from agents.auth import KeyCaller, authenticated
+    from agents.auth import KeyCaller
     from agents.server import build_server
+    from flywheel.authentication import api_key_of_async
     from routing.answering.query_input import query_request
     from routing.answering.service import answer_question
 
     auth = {"Authorization": f"Bearer {key}"}
     rest = await HttpConnection.open("127.0.0.1", rest_port)
-    tenant = (await authenticated(key)).tenant
+    tenant = (await api_key_of_async(key)).tenant
 
     async with Client(build_server(KeyCaller(key))) as client:
 

@@ -17,10 +17,12 @@ from flywheel.authentication import request_api_key
 
 
 class FlowSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+    """A discovered flow, as Flywheel routes to it."""
+
+    id = serializers.IntegerField(help_text="Flywheel's id for the flow.")
     backend = serializers.CharField(source="backend.name")
     backend_id = serializers.IntegerField()
-    external_id = serializers.CharField()
+    external_id = serializers.CharField(help_text="The flow's id on its backend.")
     name = serializers.CharField()
     flow_type = serializers.CharField()
     deployed = serializers.BooleanField()

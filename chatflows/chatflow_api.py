@@ -2,7 +2,8 @@
 
 Async views (flywheel/asyncapi.py): a create or a deploy waits on a backend,
 and must not hold a worker thread while it does. Each calls one service of
-chatflows/lifecycle.py; flywheel/openapi.py documents them. ``?backend=``
+chatflows/lifecycle.py; their bodies are declared in chatflows/contract.py, which
+chatflows/openapi.py documents. ``?backend=``
 (an id or a name) picks the backend when a flow id is on several, and where
 a new flow goes when the key has several backends.
 """
@@ -15,6 +16,13 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 
+from chatflows.contract import (
+    AgentflowRequest,
+    ChatflowCreate,
+    ChatflowDeploy,
+    ChatflowReplace,
+    ChatflowUpdate,
+)
 from chatflows.lifecycle import (
     chatflow_create,
     chatflow_delete,
@@ -26,15 +34,15 @@ from chatflows.lifecycle import (
 )
 from flywheel.asyncapi import async_api, json_body
 from flywheel.asyncdb import db
+from flywheel.contract import field_names, required_names
 from flywheel.errors import ValidationError
 from flywheel.models import ApiKey
 
-CREATE_FIELDS = {"name", "flow_data", "type", "deployed"}
-UPDATE_FIELDS = {"name", "flow_data", "deployed"}
 
-
-def body_of(request: HttpRequest, allowed: set[str]) -> dict[str, Any]:
-    """The JSON object body, refusing fields the operation does not take."""
+def body_of(request: HttpRequest, contract: Any) -> dict[str, Any]:
+    """The JSON object body, refusing fields ``contract`` does not take (the lifecycle
+    checks the values, in seed 003's words)."""
+    allowed = set(field_names(contract))
     data = json_body(request)
     if not isinstance(data, Mapping):
         raise ValidationError("The request body must be a JSON object.")
@@ -63,9 +71,8 @@ async def chatflows(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
             tenant=tenant, backend=backend_param(request), flow_type=request.GET.get("type") or None
         )
         return JsonResponse(flows, safe=False)
-    body = body_of(request, CREATE_FIELDS)
-    if "name" not in body or "flow_data" not in body:
-        missing = [f for f in ("name", "flow_data") if f not in body]
+    body = body_of(request, ChatflowCreate)
+    if missing := [name for name in required_names(ChatflowCreate) if name not in body]:
         raise ValidationError(
             f"Required: {', '.join(missing)}.",
             details={"fields": dict.fromkeys(missing, "Required.")},
@@ -85,14 +92,13 @@ async def chatflow(request: HttpRequest, api_key: ApiKey, chatflow_id: str) -> H
     if request.method == "DELETE":
         gone = await chatflow_delete(tenant=tenant, chatflow_id=chatflow_id, backend=backend)
         return JsonResponse(gone)
-    body = body_of(request, UPDATE_FIELDS)
-    if request.method == "PUT":
-        missing = [f for f in ("name", "flow_data") if f not in body]
-        if missing:
-            raise ValidationError(
-                f"PUT replaces the flow: send {' and '.join(missing)} (or use PATCH).",
-                details={"fields": dict.fromkeys(missing, "Required.")},
-            )
+    body = body_of(request, ChatflowUpdate)
+    missing = [name for name in required_names(ChatflowReplace) if name not in body]
+    if request.method == "PUT" and missing:
+        raise ValidationError(
+            f"PUT replaces the flow: send {' and '.join(missing)} (or use PATCH).",
+            details={"fields": dict.fromkeys(missing, "Required.")},
+        )
     updated = await chatflow_update(tenant=tenant, chatflow_id=chatflow_id, backend=backend, **body)
     return JsonResponse(updated)
 
@@ -102,7 +108,7 @@ async def chatflow_deploy_view(
     request: HttpRequest, api_key: ApiKey, chatflow_id: str
 ) -> HttpResponseBase:
     """Deploy (``{"deployed": true}``, the default) or undeploy a Flowise chatflow."""
-    body = body_of(request, {"deployed"}) if request.body else {}
+    body = body_of(request, ChatflowDeploy) if request.body else {}
     deployed = await chatflow_deploy(
         tenant=api_key.tenant,
         chatflow_id=chatflow_id,
@@ -115,7 +121,7 @@ async def chatflow_deploy_view(
 @async_api("POST")
 async def chatflow_generate_view(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     """An AgentFlow V2 generated from ``{"description"}``: ``{flowData, name, description}``."""
-    body = body_of(request, {"description"})
+    body = body_of(request, AgentflowRequest)
     generated = await chatflow_generate(
         tenant=api_key.tenant, description=body.get("description"), backend=backend_param(request)
     )

@@ -1,121 +1,35 @@
-"""OpenAPI for the chatflow endpoints (async views: chatflows/chatflow_api.py and the
-predict view in routing/api.py), added by a drf-spectacular post-processing hook that
-runs before flywheel.openapi's error table (SPECTACULAR_SETTINGS)."""
+"""OpenAPI for the chatflow endpoints (async views: chatflows/chatflow_api.py), added by a
+drf-spectacular post-processing hook that runs before flywheel.openapi's error table
+(SPECTACULAR_SETTINGS). A chatflow's predict is routing's (routing/openapi.py).
+
+Every body, request and answer, is drawn from chatflows/contract.py. What is
+written here is where each applies: the paths, and the parameters of the
+path and query string, which are not bodies (``?backend=`` may be sent empty,
+meaning no backend, which a body's ``backend`` never is).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from backends.adapters import kinds
-from chatflows.lifecycle import (
-    CHATFLOW_TYPES,
-    FLOW_ID,
-    MAX_BACKEND,
-    MAX_NAME,
-    MIN_DESCRIPTION,
+from chatflows.contract import (
+    AgentflowRequest,
+    Chatflow,
+    ChatflowCreate,
+    ChatflowDeploy,
+    ChatflowId,
+    ChatflowListed,
+    ChatflowReplace,
+    ChatflowType,
+    ChatflowUpdate,
+    ChatflowWithData,
+    Deleted,
+    Generated,
 )
-from flywheel.openapi import NOT_BLANK, PY_SPACE, QUERY_ANSWER, operation
+from chatflows.lifecycle import MAX_BACKEND
+from flywheel.contract import openapi_schema
+from flywheel.openapi import operation
 
-_TEXT: dict[str, Any] = {"type": "string"}
-_FLOW_DATA = {
-    "type": "string",
-    "minLength": 1,
-    "description": "A JSON string (under 1 MB) of an object holding `nodes` and `edges` lists.",
-}
-
-CHATFLOW: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "name", "type", "deployed", "backend", "kind", "flow_id"],
-    "properties": {
-        "id": {**_TEXT, "description": "The backend's id for the flow."},
-        "name": _TEXT,
-        "type": {"type": "string", "enum": [*CHATFLOW_TYPES, "FLOW"]},
-        "deployed": {"type": "boolean"},
-        "description": _TEXT,
-        "backend": _TEXT,
-        "backend_id": {"type": "integer"},
-        "kind": {"type": "string", "enum": list(kinds())},
-        "flow_id": {"type": "integer", "description": "Flywheel's id for the flow."},
-        "createdDate": {"type": "string", "nullable": True},
-        "updatedDate": {"type": "string", "nullable": True},
-    },
-}
-CHATFLOW_LISTED = {
-    **CHATFLOW,
-    "properties": {
-        **CHATFLOW["properties"],
-        "intent_keywords": {"type": "array", "items": _TEXT},
-        "last_seen_at": {"type": "string", "format": "date-time"},
-    },
-}
-CHATFLOW_DETAIL = {
-    **CHATFLOW,
-    "properties": {**CHATFLOW["properties"], "flowData": {"type": "string", "nullable": True}},
-}
-NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME, "pattern": NOT_BLANK}
-CREATE = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name", "flow_data"],
-    "properties": {
-        "name": NAME,
-        "flow_data": _FLOW_DATA,
-        "type": {"type": "string", "enum": list(CHATFLOW_TYPES), "default": "CHATFLOW"},
-        "deployed": {"type": "boolean", "default": False},
-    },
-}
-UPDATE = {
-    "type": "object",
-    "additionalProperties": False,
-    "minProperties": 1,
-    "properties": {"name": NAME, "flow_data": _FLOW_DATA, "deployed": {"type": "boolean"}},
-}
-REPLACE = {**UPDATE, "required": ["name", "flow_data"]}
-DEPLOY = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"deployed": {"type": "boolean", "default": True}},
-}
-DELETED = {
-    "type": "object",
-    "required": ["message", "deleted_id"],
-    "properties": {"message": _TEXT, "deleted_id": _TEXT},
-}
-GENERATE = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["description"],
-    "properties": {
-        "description": {
-            "type": "string",
-            "minLength": MIN_DESCRIPTION,
-            "maxLength": 10_000,
-            # At least MIN_DESCRIPTION characters once trimmed, as the server counts them.
-            "pattern": f"^[{PY_SPACE}]*[^{PY_SPACE}][\\s\\S]{{{MIN_DESCRIPTION - 2},}}"
-            f"[^{PY_SPACE}][{PY_SPACE}]*$",
-        }
-    },
-}
-GENERATED = {
-    "type": "object",
-    "required": ["flowData", "name", "description"],
-    "properties": {"flowData": _TEXT, "name": _TEXT, "description": _TEXT, "backend": _TEXT},
-}
-PREDICT = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["question"],
-    "properties": {
-        "question": {"type": "string", "minLength": 1, "maxLength": 10000, "pattern": NOT_BLANK},
-        "session_id": {"type": "string", "format": "uuid", "nullable": True},
-        "fallback": {
-            "type": "boolean",
-            "default": False,
-            "description": "If the flow fails, may other flows for the question's intent answer?",
-        },
-        "include_routing_metadata": {"type": "boolean", "default": True},
-    },
-}
 BACKEND = {
     "name": "backend",
     "in": "query",
@@ -130,27 +44,35 @@ TYPE = {
     "in": "query",
     "required": False,
     "allowEmptyValue": True,
-    "schema": {"type": "string", "enum": list(CHATFLOW_TYPES)},
+    "schema": openapi_schema(ChatflowType),
 }
 CHATFLOW_ID = {
     "name": "chatflow_id",
     "in": "path",
     "required": True,
     "description": "The backend's id for the flow, or Flywheel's.",
-    "schema": {"type": "string", "pattern": f"^{FLOW_ID.pattern}$"},
+    "schema": {k: v for k, v in openapi_schema(ChatflowId).items() if k != "description"},
 }
 
 
 def _op(
     operation_id: str,
     summary: str,
-    response: dict[str, Any],
-    body: dict[str, Any] | None,
+    response: Any,
+    body: Any,
     parameters: list[dict[str, Any]],
     *,
     status: int = 200,
 ) -> dict[str, Any]:
-    built = operation(operation_id, summary, response, body, tag="chatflows", status=status)
+    """An operation answering ``response`` (a contract), taking ``body`` (one, or None)."""
+    built = operation(
+        operation_id,
+        summary,
+        openapi_schema(response, mode="serialization"),
+        None if body is None else openapi_schema(body),
+        tag="chatflows",
+        status=status,
+    )
     built["parameters"] = parameters
     return built
 
@@ -160,31 +82,30 @@ def add_chatflow_endpoints(
 ) -> dict[str, Any]:
     """drf-spectacular post-processing hook: the chatflow lifecycle's endpoints."""
     paths = result.setdefault("paths", {})
-    many = {"type": "array", "items": CHATFLOW_LISTED}
+    many = list[ChatflowListed]
     paths["/api/v1/chatflows"] = {
         "get": _op("chatflows_list", "Flows on the key's backends", many, None, [BACKEND, TYPE]),
-        "post": _op("chatflows_create", "Create a flow", CHATFLOW, CREATE, [BACKEND], status=201),
+        "post": _op(
+            "chatflows_create", "Create a flow", Chatflow, ChatflowCreate, [BACKEND], status=201
+        ),
     }
     paths["/api/v1/chatflows/generate"] = {
         "post": _op(
             "chatflows_generate",
             "Generate an AgentFlow V2 from a description (Flowise)",
-            GENERATED,
-            GENERATE,
+            Generated,
+            AgentflowRequest,
             [BACKEND],
         )
     }
     one = [CHATFLOW_ID, BACKEND]
     paths["/api/v1/chatflows/{chatflow_id}"] = {
-        "get": _op("chatflows_retrieve", "A flow, with its flowData", CHATFLOW_DETAIL, None, one),
-        "put": _op("chatflows_update", "Replace name and flowData", CHATFLOW, REPLACE, one),
-        "patch": _op("chatflows_partial_update", "Change a flow", CHATFLOW, UPDATE, one),
-        "delete": _op("chatflows_destroy", "Delete a flow", DELETED, None, one),
+        "get": _op("chatflows_retrieve", "A flow, with its flowData", ChatflowWithData, None, one),
+        "put": _op("chatflows_update", "Replace name and flowData", Chatflow, ChatflowReplace, one),
+        "patch": _op("chatflows_partial_update", "Change a flow", Chatflow, ChatflowUpdate, one),
+        "delete": _op("chatflows_destroy", "Delete a flow", Deleted, None, one),
     }
-    deploy = _op("chatflows_deploy", "Deploy or undeploy (Flowise)", CHATFLOW, DEPLOY, one)
+    deploy = _op("chatflows_deploy", "Deploy or undeploy (Flowise)", Chatflow, ChatflowDeploy, one)
     deploy["requestBody"]["required"] = False  # no body: deploy
     paths["/api/v1/chatflows/{chatflow_id}/deploy"] = {"post": deploy}
-    paths["/api/v1/chatflows/{chatflow_id}/predict"] = {
-        "post": _op("chatflows_predict", "Run this flow", QUERY_ANSWER, PREDICT, one)
-    }
     return result

@@ -19,7 +19,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
-from django.core.exceptions import DisallowedHost, SuspiciousOperation
+from django.core.exceptions import SuspiciousOperation
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest
 from django.core.handlers.exception import response_for_exception
 from django.http import FileResponse, Http404, HttpRequest
@@ -55,7 +55,8 @@ class ApiHandler(ASGIHandler):
 api = ApiHandler()
 
 # Imported once Django is set up (get_asgi_application did that above).
-from flywheel.fastlane import FastLane, host_refusal  # noqa: E402
+from flywheel.fastlane import FastLane  # noqa: E402
+from flywheel.hosts import host_refusal, host_verdict  # noqa: E402
 from flywheel.metrics import REQUESTS, door_of, labelled  # noqa: E402
 from routing import api as routing_api  # noqa: E402
 
@@ -76,11 +77,10 @@ class StaticFilesHandler(ASGIStaticFilesHandler):
             raise Http404("No such static file.") from err
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        try:
-            request.get_host()
-        except DisallowedHost as err:
+        _, refused = host_verdict(request)
+        if refused is not None:
             answer = sync_to_async(response_for_exception, thread_sensitive=False)
-            return await answer(request, err)
+            return await answer(request, refused)
         return await super().get_response_async(request)
 
 

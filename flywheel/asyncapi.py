@@ -17,7 +17,7 @@ from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from flywheel.asyncdb import db
+from flywheel.authentication import BEARER_RULE, api_key_of_async, bearer_key
 from flywheel.errors import (
     DATABASE_UNAVAILABLE,
     ApplicationError,
@@ -30,8 +30,7 @@ from flywheel.errors import (
 )
 from flywheel.jsonin import parse_json
 from flywheel.models import ApiKey
-from flywheel.ratelimit import api_key_admit, client_address
-from flywheel.services import api_key_authenticate, api_key_recall
+from flywheel.ratelimit import api_key_admit
 
 logger = logging.getLogger(__name__)
 
@@ -41,20 +40,18 @@ RateLimited = Callable[[HttpRequest, ApiKey, RateLimitError], None]
 
 
 async def authenticate(request: HttpRequest) -> ApiKey:
-    """The API key of ``Authorization: Bearer <key>``; the key's rate limit is not applied
-    here (async_api applies it, see admit).
+    """The API key of ``Authorization: Bearer <key>``, by the one path
+    (flywheel.authentication); the key's rate limit is not applied here (async_api
+    applies it, see admit).
 
     Raises AuthenticationError, or RateLimitError when the client's address has
     failed to authenticate too often (flywheel.ratelimit).
     """
-    header = request.META.get("HTTP_AUTHORIZATION", "")  # request.headers builds them all
-    scheme, _, raw_key = header.partition(" ")
-    if scheme != "Bearer" or not raw_key.strip():
-        raise AuthenticationError("Use the header 'Authorization: Bearer <key>'.")
-    # A remembered key costs one cache read, or none; anything else goes to the database.
-    return api_key_recall(raw_key=raw_key.strip()) or await db(api_key_authenticate)(
-        raw_key=raw_key.strip(), address=client_address(request.META)
-    )
+    # request.META, not request.headers, which builds them all.
+    raw_key = bearer_key(request.META.get("HTTP_AUTHORIZATION", ""))
+    if raw_key is None:
+        raise AuthenticationError(BEARER_RULE)
+    return await api_key_of_async(raw_key, meta=request.META)
 
 
 def admit(request: HttpRequest, api_key: ApiKey, on_rate_limited: RateLimited | None) -> None:

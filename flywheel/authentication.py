@@ -1,21 +1,60 @@
-"""DRF authentication by API key: ``Authorization: Bearer <key>``, with its rate limit.
+"""Authentication by API key: ``Authorization: Bearer <key>``, one path for every door.
 
-Every DRF view that takes a key goes through here, so the per-key limit and
-the brake on failed authentication per address (flywheel.ratelimit) hold on
-each of them as on the async doors.
+:func:`bearer_key` reads the header and :func:`api_key_of` authenticates the
+key (:func:`api_key_of_async` from the event loop): the DRF views (through
+:class:`ApiKeyAuthentication`, below), the async API views and the fast lane
+(flywheel/asyncapi.py) and the MCP server (agents/auth.py) all go through
+them, so the memo of recent keys and the brake on failed authentication per
+address (flywheel.ratelimit) hold on each alike. The per-key rate limit is
+each door's to count (``api_key_admit``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from flywheel.asyncdb import db
 from flywheel.errors import AuthenticationError
 from flywheel.models import ApiKey, Tenant
 from flywheel.ratelimit import api_key_admit, client_address
-from flywheel.services import api_key_authenticate
+from flywheel.services import api_key_authenticate, api_key_recall
+
+BEARER_RULE = "Use the header 'Authorization: Bearer <key>'."
+
+
+def bearer_key(header: str) -> str | None:
+    """The key an ``Authorization`` header's value carries; None without one.
+
+    Raises AuthenticationError for a header of any other form.
+    """
+    if not header:
+        return None
+    scheme, _, raw_key = header.partition(" ")
+    if scheme != "Bearer" or not raw_key.strip():
+        raise AuthenticationError(BEARER_RULE)
+    return raw_key.strip()
+
+
+def api_key_of(raw_key: str, *, meta: Mapping[str, Any] | None = None) -> ApiKey:
+    """The active key ``raw_key`` names: remembered when used lately (no database), else
+    looked up, a failure counted against the client's address (``meta``, a request's
+    META, says it). May read the database.
+
+    Raises AuthenticationError, or RateLimitError for an address that failed too often.
+    """
+    address = client_address(meta) if meta is not None else None
+    return api_key_recall(raw_key=raw_key) or api_key_authenticate(raw_key=raw_key, address=address)
+
+
+async def api_key_of_async(raw_key: str, *, meta: Mapping[str, Any] | None = None) -> ApiKey:
+    """:func:`api_key_of` from the event loop: a remembered key costs one cache read, or
+    none; any other goes to the database on the shared executor."""
+    return api_key_recall(raw_key=raw_key) or await db(api_key_of)(raw_key, meta=meta)
 
 
 @dataclass(frozen=True)
@@ -55,15 +94,11 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         the exception handler answers with Retry-After) for a key over its
         limit or an address that failed too often.
         """
-        header = authentication.get_authorization_header(request).decode(errors="replace")
-        if not header:
-            return None
-        scheme, _, raw_key = header.partition(" ")
-        if scheme != self.keyword or not raw_key.strip():
-            raise exceptions.AuthenticationFailed("Use the header 'Authorization: Bearer <key>'.")
-        address = client_address(request.META)
         try:
-            api_key = api_key_authenticate(raw_key=raw_key.strip(), address=address)
+            raw_key = bearer_key(request.META.get("HTTP_AUTHORIZATION", ""))
+            if raw_key is None:
+                return None
+            api_key = api_key_of(raw_key, meta=request.META)
         except AuthenticationError as err:
             raise exceptions.AuthenticationFailed(err.message) from err
         api_key_admit(api_key=api_key)

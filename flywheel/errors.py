@@ -12,9 +12,24 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
+from pydantic import BaseModel
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status
 from rest_framework.response import Response
+
+
+class ErrorInfo(BaseModel):
+    """What went wrong: its type (whose fault, by name), a message and details."""
+
+    type: str
+    message: str
+    details: dict[str, Any]
+
+
+class ErrorBody(BaseModel):
+    """The one error shape, as every door answers a failure."""
+
+    error: ErrorInfo
 
 
 class ApplicationError(Exception):

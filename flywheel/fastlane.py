@@ -11,8 +11,9 @@ Django sends them (a plain one in two ASGI messages, without Django's
 chunking loop). Every other path goes through Django as usual.
 
 Nothing on the way calls ``request.get_host()`` for certain (with
-FLYWHEEL_PUBLIC_URL set, not even the trace URL), so :func:`host_refusal`
-checks the Host up front, here and for every other API path (flywheel/asgi.py).
+FLYWHEEL_PUBLIC_URL set, not even the trace URL), so the Host is checked up
+front (flywheel.hosts.host_refusal), here and for every other API path
+(flywheel/asgi.py).
 """
 
 from __future__ import annotations
@@ -23,79 +24,17 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import (
-    DisallowedHost,
-    RequestAborted,
-    RequestDataTooBig,
-    SuspiciousOperation,
-)
+from django.core.exceptions import RequestAborted, RequestDataTooBig, SuspiciousOperation
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest
-from django.core.signals import setting_changed
-from django.dispatch import receiver
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 
 from flywheel.errors import error_body, internal_error_body
+from flywheel.hosts import host_refusal
 
 logger = logging.getLogger(__name__)
-# Where Django itself reports a refused Host, so one logging rule covers both.
-security_logger = logging.getLogger("django.security.DisallowedHost")
 
 View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
-
-
-def host_refusal(request: HttpRequest) -> JsonResponse | None:
-    """A 400 in the error shape if the request's Host is not in ALLOWED_HOSTS, else None.
-
-    Django's own rule (``request.get_host()``), answered as the API answers. The
-    verdict is remembered per Host header (see :func:`_host_verdict`), and an
-    accepted request's scheme and host are kept on it, where
-    ``request.build_absolute_uri`` looks them up instead of checking again.
-    """
-    host, err = _host_verdict(request)
-    if err is None:
-        request.__dict__["_current_scheme_host"] = f"{request.scheme}://{host}"
-        return None
-    security_logger.error(str(err), extra={"status_code": 400, "request": request})
-    body = error_body(
-        "BadRequest",
-        "The Host header names a host this server does not serve.",
-        {"host": request.META.get("HTTP_HOST", "")[:100]},
-    )
-    return JsonResponse(body, status=400)
-
-
-# Host headers (with what else get_host reads) and Django's verdict on them; a few
-# clients send the same few values, so the check runs once per value, not per request.
-_HOST_HEADERS = (
-    "HTTP_X_FORWARDED_HOST",
-    "HTTP_HOST",
-    "SERVER_NAME",
-    "SERVER_PORT",
-    "HTTP_X_FORWARDED_PORT",  # read instead of SERVER_PORT with USE_X_FORWARDED_PORT
-)
-_MAX_REMEMBERED_HOSTS = 256
-_verdicts: dict[tuple[str | None, ...], tuple[str, DisallowedHost | None]] = {}
-
-
-def _host_verdict(request: HttpRequest) -> tuple[str, DisallowedHost | None]:
-    key = tuple(request.META.get(name) for name in _HOST_HEADERS)
-    verdict = _verdicts.get(key)
-    if verdict is None:
-        try:
-            verdict = (request.get_host(), None)
-        except DisallowedHost as err:
-            verdict = ("", err)
-        if len(_verdicts) >= _MAX_REMEMBERED_HOSTS:
-            _verdicts.clear()  # a client making up Host headers gains nothing
-        _verdicts[key] = verdict
-    return verdict
-
-
-@receiver(setting_changed)
-def _hosts_changed(setting: str, **kwargs: Any) -> None:
-    if setting in {"ALLOWED_HOSTS", "USE_X_FORWARDED_HOST", "USE_X_FORWARDED_PORT", "DEBUG"}:
-        _verdicts.clear()
 
 
 async def read_body(receive: Any) -> bytes:

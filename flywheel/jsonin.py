@@ -35,14 +35,18 @@ def _finite_float(text: str) -> float:
     return value
 
 
+NUL = "contains a NUL character (\\u0000)"
+LONE_SURROGATE = "contains a lone surrogate (not valid Unicode)"
+
+
 def string_problem(text: str) -> str | None:
     """Why ``text`` cannot be taken (a NUL character, a lone surrogate), or None."""
     if "\x00" in text:
-        return "contains a NUL character (\\u0000)"
+        return NUL
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return "contains a lone surrogate (not valid Unicode)"
+        return LONE_SURROGATE
     return None
 
 

@@ -1,10 +1,14 @@
 """OpenAPI: what drf-spectacular cannot see, added by post-processing hooks.
 
-drf-spectacular documents DRF views from their serializers. Three hooks
-(SPECTACULAR_SETTINGS) add the rest: the async query endpoints, which are
-plain async views (flywheel/asyncapi.py); the constraints the server
-enforces but no serializer states; and, in one table by method and path,
-every error status each operation can answer, in the one error shape.
+drf-spectacular documents DRF views from their serializers. The async views
+(flywheel/asyncapi.py) are documented by their apps' hooks from their
+contracts (routing/openapi.py, chatflows/openapi.py), each operation built
+by :func:`operation`. Two hooks here (SPECTACULAR_SETTINGS) add the rest:
+the constraints the server enforces on DRF's doors that no serializer
+states, and, in one table by method and path, every error status each
+operation can answer, in the one error shape (flywheel.errors.ErrorBody).
+What remains here is not a request or response shape: it is where each
+shape applies (paths, parameters, statuses and their meanings).
 """
 
 from __future__ import annotations
@@ -13,192 +17,10 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
-ERROR = {
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {
-                "type": {"type": "string"},
-                "message": {"type": "string"},
-                "details": {"type": "object", "additionalProperties": True},
-            },
-            "required": ["type", "message", "details"],
-        }
-    },
-    "required": ["error"],
-}
+from flywheel.contract import NOT_BLANK, PY_SPACE, openapi_schema
+from flywheel.errors import ErrorBody
 
-# What Python's str.strip() removes (str.isspace()), spelled for ECMA and Python regexes
-# alike: the server strips before it checks, and ECMA's \s differs (it has U+FEFF, not U+0085).
-PY_SPACE = (
-    r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-# A string with something besides whitespace.
-NOT_BLANK = f"[^{PY_SPACE}]"
-
-QUERY_REQUEST = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["question"],
-    "properties": {
-        "question": {"type": "string", "minLength": 1, "maxLength": 10000, "pattern": NOT_BLANK},
-        "intent": {
-            "type": "string",
-            "nullable": True,
-            "minLength": 1,
-            "maxLength": 50,
-            "pattern": "^[-a-z0-9_]{1,50}$",
-            "description": "Skip classification: use this intent (400 if unknown or disabled).",
-        },
-        "backend": {
-            "type": "string",
-            "nullable": True,
-            "minLength": 1,
-            "maxLength": 100,
-            "pattern": NOT_BLANK,
-            "default": "auto",
-            "description": "'auto', or a backend's name, kind (flowise, langflow) or id.",
-        },
-        "session_id": {"type": "string", "format": "uuid", "nullable": True},
-        "parameters": {
-            "type": "object",
-            "nullable": True,
-            "additionalProperties": True,
-            "description": "Passed to the backend (under 20000 bytes of JSON).",
-            "properties": {
-                "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-                "max_tokens": {"type": "integer", "minimum": 1},
-                "stream": {"type": "boolean", "description": "Answer as Server-Sent Events."},
-                "tweaks": {"type": "object", "description": "Langflow tweaks, passed through."},
-            },
-        },
-        "include_routing_metadata": {"type": "boolean", "default": True},
-        "flow": {
-            "oneOf": [
-                {"type": "integer", "minimum": 0},
-                {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$"},
-            ],
-            "nullable": True,
-            "description": "Run this flow (Flywheel's id, or its backend's): routing method "
-            "'explicit'; 404 if the key cannot see it, 400 if it is not deployed.",
-        },
-        "fallback": {
-            "type": "boolean",
-            "default": False,
-            "description": "With flow: if it fails, may other flows for the intent answer?",
-        },
-    },
-}
-
-QUERY_TYPE_REQUEST = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["query"],
-    "properties": {
-        "query": {"type": "string", "minLength": 1, "maxLength": 10000, "pattern": NOT_BLANK}
-    },
-}
-
-CANDIDATE = {
-    "type": "object",
-    "properties": {
-        name: {"type": kind}
-        for name, kind in {
-            "backend": "string",
-            "kind": "string",
-            "flow": "string",
-            "flow_id": "string",
-            "score": "number",
-            "match": "number",
-            "health": "number",
-            "performance": "number",
-            "tokens": "number",
-            "generic": "boolean",
-        }.items()
-    },
-}
-
-QUERY_ANSWER = {
-    "type": "object",
-    "required": ["answer", "session_id", "request_id", "trace_url"],
-    "properties": {
-        "answer": {"type": "string"},
-        "session_id": {"type": "string", "format": "uuid"},
-        "request_id": {"type": "string", "format": "uuid"},
-        "trace_url": {"type": "string", "format": "uri"},
-        "routing": {
-            "type": "object",
-            "properties": {
-                "intent": {"type": "string"},
-                "intent_confidence": {"type": "number"},
-                "method": {
-                    "type": "string",
-                    "enum": ["rules", "context", "example", "model", "llm", "override", "default"],
-                },
-                "evidence": {"type": "array", "items": {"type": "string"}},
-                "query_type": {"type": "object", "nullable": True},
-                "routing_method": {"type": "string", "enum": ["auto", "explicit", "local"]},
-                "backend": {"type": "string", "nullable": True},
-                "flow": {"type": "string", "nullable": True},
-                "score": {"type": "number", "nullable": True},
-                "candidates": {"type": "array", "items": CANDIDATE},
-                "fallback_used": {"type": "boolean"},
-                "fallback_chain": {"type": "array", "items": {"type": "object"}},
-                "cached": {"type": "boolean"},
-                "timings": {"type": "object", "additionalProperties": {"type": "number"}},
-            },
-        },
-    },
-}
-
-ROUTE_PLAN = {
-    "type": "object",
-    "properties": {
-        "question": {"type": "string"},
-        "intent": {"type": "string"},
-        "confidence": {"type": "number"},
-        "method": {"type": "string"},
-        "evidence": {"type": "array", "items": {"type": "string"}},
-        "query_type": {"type": "string", "nullable": True},
-        "query_type_confidence": {"type": "number", "nullable": True},
-        "candidates": {"type": "array", "items": CANDIDATE},
-        "selected": {"allOf": [CANDIDATE], "nullable": True},
-        "error": {"type": "object", "nullable": True},
-    },
-}
-
-QUERY_TYPE = {
-    "type": "object",
-    "properties": {
-        "query_type": {"type": "string", "enum": ["GLOBAL", "LOCAL", "HYBRID"]},
-        "confidence": {"type": "number"},
-        "reasoning": {"type": "string"},
-        "global_weight": {"type": "number"},
-        "local_weight": {"type": "number"},
-        "method": {"type": "string", "enum": ["rules", "model", "llm", "fallback"]},
-        "tenant": {"type": "string"},
-        "processing_time_ms": {"type": "number"},
-    },
-}
-
-
-# An event stream's schema describes one event (OpenAPI 3.0 has no itemSchema).
-EVENT_STREAM = {
-    "schema": {
-        "type": "object",
-        "description": (
-            'One Server-Sent Event: `chunk` events (data: {"text"}), then one `end` '
-            "(data: the JSON answer) or one `error` (data: the error shape)."
-        ),
-        "required": ["event", "data"],
-        "properties": {
-            "event": {"type": "string", "enum": ["chunk", "end", "error"]},
-            "data": {"type": "string", "description": "A JSON document."},
-        },
-    },
-    "example": 'event: chunk\ndata: {"text": "Hello"}\n\nevent: end\ndata: {"answer": "Hello"}\n\n',
-}
+ERROR = openapi_schema(ErrorBody)
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -227,56 +49,6 @@ def operation(
     return built
 
 
-_operation = operation
-
-
-def add_async_endpoints(
-    result: dict[str, Any], generator: Any, request: Any, public: bool
-) -> dict[str, Any]:
-    """drf-spectacular post-processing hook: document the async query endpoints."""
-    paths = result.setdefault("paths", {})
-    query = _operation(
-        "query_create",
-        "Answer a question (Server-Sent Events when parameters.stream is true)",
-        QUERY_ANSWER,
-        QUERY_REQUEST,
-    )
-    query["responses"]["200"]["content"]["text/event-stream"] = EVENT_STREAM
-    paths["/api/v1/query"] = {"post": query}
-    paths["/api/v1/route"] = {
-        "post": _operation(
-            "route_create", "Classify and score without running anything", ROUTE_PLAN, QUERY_REQUEST
-        )
-    }
-    paths["/api/v1/query-router/route"] = {
-        "post": _operation(
-            "query_router_route_create",
-            "GLOBAL / LOCAL / HYBRID for a query (404 when query routing is off)",
-            QUERY_TYPE,
-            QUERY_TYPE_REQUEST,
-        )
-    }
-    paths["/api/v1/query-router/patterns"] = {
-        "get": _operation(
-            "query_router_patterns_retrieve",
-            "The GLOBAL and LOCAL rules in use (404 when query routing is off)",
-            {"type": "object"},
-            None,
-        )
-    }
-    paths["/api/v1/query-router/status"] = {
-        "get": _operation(
-            "query_router_status_retrieve",
-            "Query router configuration (answers when off too)",
-            {"type": "object"},
-            None,
-        )
-    }
-    schemes = result.setdefault("components", {}).setdefault("securitySchemes", {})
-    schemes.setdefault("ApiKey", {"type": "http", "scheme": "bearer"})
-    return result
-
-
 # --- constraints the server enforces that no serializer states --------------------
 
 # Path parameters by name, wherever they appear: backend ids are ASCII digits (as many
@@ -297,7 +69,10 @@ EMPTY_IS_NO_FILTER = {
 
 # Backend bodies: unknown fields are refused; URLs are http(s) with no user-info; names
 # and keys are trimmed before they are checked (a blank name is refused, so is a key
-# with anything but printable ASCII inside: it travels in a header).
+# with anything but printable ASCII inside: it travels in a header). Still written
+# here, not declared with the body: that door's body is a DRF serializer
+# (backends/api.py) whose checks are custom validators drf-spectacular cannot read,
+# and making it a contract would reword its refusals (DRF's words, field by field).
 _BACKEND_FIELDS = {
     "name": {"pattern": NOT_BLANK},
     "base_url": {"pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+([/?#]\S*)?$"},
@@ -460,7 +235,11 @@ def add_error_responses(
 ) -> dict[str, Any]:
     """drf-spectacular post-processing hook: every error status of every operation,
     in the one error shape (components/schemas/Error)."""
-    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
+    components = result.setdefault("components", {})
+    components.setdefault("schemas", {})["Error"] = ERROR
+    components.setdefault("securitySchemes", {}).setdefault(
+        "ApiKey", {"type": "http", "scheme": "bearer"}
+    )
     for path, operations in result.get("paths", {}).items():
         for method, operation in _operations(operations):
             responses = operation.setdefault("responses", {})

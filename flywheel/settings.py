@@ -213,7 +213,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "flywheel.openapi.add_async_endpoints",
+        "routing.openapi.add_query_endpoints",
         "chatflows.openapi.add_chatflow_endpoints",
         "flywheel.openapi.add_constraints",
         "flywheel.openapi.add_error_responses",

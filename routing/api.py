@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,7 +27,7 @@ from flywheel.jsonout import json_response
 from flywheel.models import ApiKey
 from flywheel.rest import absolute_url, query_integer
 from routing.answering import query_router
-from routing.answering.query_input import query_request, query_type_request
+from routing.answering.query_input import PredictRequest, query_request, query_type_request
 from routing.answering.service import (
     answer_question,
     query_refused,
@@ -82,16 +82,13 @@ async def route(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
     return json_response(await route_question(query_req, tenant=tenant))
 
 
-PREDICT_FIELDS = {"question", "session_id", "fallback", "include_routing_metadata"}
-
-
 @async_api("POST")
 async def chatflow_predict(
     request: HttpRequest, api_key: ApiKey, chatflow_id: str
 ) -> HttpResponseBase:
     """POST /api/v1/chatflows/{id}/predict: run that flow (a routed query with its flow
     given: recorded and measured like any other; no fallback unless asked)."""
-    body = body_of(request, PREDICT_FIELDS)
+    body = body_of(request, PredictRequest)
     answer = await run_flow(
         tenant=api_key.tenant,
         chatflow_id=chatflow_id,
@@ -151,6 +148,7 @@ class SessionSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
     turns = serializers.SerializerMethodField()
 
+    @extend_schema_field(TurnSerializer(many=True))
     def get_turns(self, session: Any) -> Any:
         turns = session.turns.select_related("backend", "flow").order_by("created_at", "id")
         return TurnSerializer(turns, many=True).data

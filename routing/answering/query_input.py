@@ -1,210 +1,314 @@
-"""The universal query's input, validated the same way for every door.
+"""The universal query's input: one contract for every door.
 
-The contract (flywheel/openapi.py states it for the REST doors): ``question``
+:class:`QueryRequest` is the query as the fast lane, the DRF and chat doors, the
+MCP tools and the ``ask`` and ``route`` commands take it (each through
+:func:`query_request`), and as the OpenAPI schema and the MCP tools' input
+schemas show it (routing/openapi.py, agents/). In short: ``question``
 1-10000 characters, not all blank; ``intent`` a slug of 1-50 characters
 ``[-a-z0-9_]``; ``backend`` 1-100 characters; ``session_id`` a UUID (kept in
 canonical form); ``parameters`` an object of plain JSON under 20000 bytes,
 nested at most 32 levels counting the query itself; ``flow`` a flow to run
 (Flywheel's Flow id, or the backend's own id for it: 1-200 characters);
 ``fallback`` true or false (with ``flow``: may other flows answer if it
-fails); no other field. No string
-may hold a NUL character or a lone surrogate, whichever door it came through
-(the REST doors' JSON parser refuses them first).
+fails); no other field. No string may hold a NUL character or a lone
+surrogate, whichever door it came through (the REST doors' JSON parser
+refuses them first).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    WrapValidator,
+    with_config,
+)
+from pydantic import ValidationError as PydanticError
+from pydantic_core import InitErrorDetails
+from typing_extensions import TypedDict
 
 from chatflows.lifecycle import FLOW_ID, MAX_FLOW_ID
-from flywheel.errors import ValidationError
-from flywheel.jsonin import json_problem, string_problem
+from flywheel.contract import NOT_BLANK, Contract, NullIs, Says, pick, refuse, validated
+from flywheel.jsonin import LONE_SURROGATE, json_problem, string_problem
 
 MAX_QUESTION = 10_000
 MAX_BACKEND = 100
 MAX_PARAMETERS_BYTES = 20_000
 SESSION_ID_RULE = "Must be a UUID returned by an earlier answer."
-_SLUG = re.compile(r"[-a-z0-9_]{1,50}")
 # A session id as answers give it (and the schema's "uuid" format): 8-4-4-4-12 hex digits.
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_FIELDS = {
-    "question",
-    "intent",
-    "backend",
-    "session_id",
-    "parameters",
-    "include_routing_metadata",
-    "flow",
-    "fallback",
-}
+SESSION_ID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+INTENT = "^[-a-z0-9_]{1,50}$"
+QUESTION_RULE = "Required: a non-empty string."
+BACKEND_RULE = "Must be 'auto' or a backend's name, kind or id."
+FLOW_RULE = (
+    "Must be a flow's id: Flywheel's (a number) or its backend's "
+    f"(1-{MAX_FLOW_ID} letters, digits, '-', '_', '.' or ':')."
+)
+NOT_TEXT = f"Must be text: it {LONE_SURROGATE}."  # pydantic's own check finds lone surrogates
 
 
-@dataclass(frozen=True)
-class QueryRequest:
-    question: str
-    intent: str | None = None
-    backend: str = "auto"
-    session_id: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
-    include_routing_metadata: bool = True
-    flow: str | None = None
-    fallback: bool = False
+def _stripped_text(rule: str | None = None) -> AfterValidator:
+    """``value`` without surrounding whitespace, if it is text (no NUL character);
+    else refused with ``rule``, or with what is wrong with it."""
+
+    def check(value: str) -> str:
+        problem = string_problem(value)
+        if problem:
+            raise refuse(rule or f"Must be text: it {problem}.")
+        return value.strip()
+
+    return AfterValidator(check)
+
+
+def _not_blank(rule: str) -> BeforeValidator:
+    """Refuse a blank string with ``rule`` before its length is looked at."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise refuse(rule)
+        return value
+
+    return BeforeValidator(check)
+
+
+def _strip(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
+
+
+# A flow as a query names it: Flywheel's id (a number), or its backend's id for it.
+FlowRef = Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=f"^{FLOW_ID.pattern}$")]
+_FLOW_REF: TypeAdapter[int | str] = TypeAdapter(FlowRef, config=ConfigDict(strict=True))
+
+
+def _flow_text(value: Any) -> str | None:
+    """The flow named, as text (Flywheel's ids too)."""
+    return None if value is None else str(_FLOW_REF.validate_python(value))
+
+
+def _canonical_uuid(value: str) -> str:
+    return str(uuid.UUID(value))
+
+
+@with_config(ConfigDict(extra="allow", strict=True))
+class Parameters(TypedDict, total=False):
+    """Passed to the backend (``stream`` aside). Present means typed as declared: a
+    null is refused, not taken for "absent"."""
+
+    temperature: Annotated[
+        float,
+        Field(ge=0, le=2, description="LLM temperature (0=deterministic, 2=creative)."),
+        Says("Must be a number from 0 to 2."),
+    ]
+    max_tokens: Annotated[
+        int,
+        Field(ge=1, description="Maximum tokens in the answer."),
+        Says("Must be a positive integer."),
+    ]
+    stream: Annotated[
+        bool,
+        Field(description="Answer as Server-Sent Events (REST); over MCP the answer comes whole."),
+        Says("Must be true or false."),
+    ]
+    tweaks: Annotated[
+        dict[Any, Any],  # its keys are checked with the whole (_parameters_problem)
+        Field(description="Langflow's tweaks, per component, passed through."),
+        Says("Must be an object (Langflow's tweaks, per component)."),
+    ]
+
+
+_TYPED = tuple(Parameters.__annotations__)
+
+
+def _parameters_problem(parameters: dict[str, Any]) -> str | None:
+    # Checked where it sits in a query, so the depth counts as it does in a REST body.
+    problem = json_problem({"parameters": parameters})
+    if problem is not None:  # from a door that did not parse JSON (a command, a tool)
+        path, reason = problem
+        return f"{path.removeprefix('$.')[:100]} {reason}."
+    try:
+        size = len(json.dumps(parameters, allow_nan=False))
+    except (TypeError, ValueError):
+        return "Must be plain JSON."
+    if size > MAX_PARAMETERS_BYTES:
+        return f"Must be under {MAX_PARAMETERS_BYTES} bytes of JSON."
+    return None
+
+
+def _parameters(value: Any, typed: Any) -> dict[str, Any]:
+    """The parameters as given (numbers keep their JSON type), once their typed fields
+    are checked and the whole is plain JSON within bounds; both faults are named."""
+    if not isinstance(value, dict):
+        return typed(value)  # refused: not an object
+    whole = _parameters_problem(value)
+    try:
+        # Only the declared fields: the others are any JSON, checked with the whole.
+        typed({name: value[name] for name in _TYPED if name in value})
+    except PydanticError as err:
+        if whole is None:
+            raise
+        raise PydanticError.from_exception_data(
+            err.title, [*_again(err), {"type": refuse(whole), "loc": (), "input": value}]
+        ) from err
+    if whole is not None:
+        raise refuse(whole)
+    return dict(value)
+
+
+def _again(err: PydanticError) -> list[InitErrorDetails]:
+    """``err``'s errors, to raise again beside another."""
+    again: list[InitErrorDetails] = []
+    for e in err.errors(include_url=False):
+        detail: InitErrorDetails = {"type": e["type"], "loc": e["loc"], "input": e["input"]}
+        if "ctx" in e:
+            detail["ctx"] = e["ctx"]
+        again.append(detail)
+    return again
+
+
+class QueryRequest(Contract):
+    """A question to answer (or, at /api/v1/route, to route without answering)."""
+
+    refused_message = "The query is not valid."
+    unknown_fields = "unknown_fields"
+
+    question: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_QUESTION,
+            pattern=NOT_BLANK,
+            description="Question or prompt to send to AI workflow. Can be multi-line.",
+        ),
+        _not_blank(QUESTION_RULE),
+        _stripped_text(),
+        Says(
+            QUESTION_RULE,
+            by_type={
+                "string_too_long": f"At most {MAX_QUESTION} characters.",
+                "string_unicode": NOT_TEXT,
+            },
+        ),
+    ]
+    intent: Annotated[
+        Annotated[str, Field(min_length=1, max_length=50, pattern=INTENT)] | None,
+        Field(
+            description="Skip classification: use this intent. Examples: "
+            "'creative-orientation', 'technical-analysis', 'document-qa', 'code-review', "
+            "'summarize', 'conversation-query', 'general' (an administrator may add others; "
+            "an unknown or disabled one is a ValidationError)."
+        ),
+        Says("Must be an intent slug such as 'code-review'."),
+    ] = None
+    backend: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_BACKEND,
+            pattern=NOT_BLANK,
+            description="'auto' (the default) routes by intent, health and performance; a "
+            "kind ('flowise', 'langflow') or a backend's name or id forces that backend.",
+        ),
+        BeforeValidator(_strip),
+        _stripped_text(BACKEND_RULE),
+        NullIs("auto"),
+        Says(BACKEND_RULE),
+    ] = "auto"
+    session_id: Annotated[
+        Annotated[
+            str,
+            Field(pattern=SESSION_ID, json_schema_extra={"format": "uuid"}),
+            AfterValidator(_canonical_uuid),
+        ]
+        | None,
+        Field(description="Continue a conversation: the session_id of an earlier answer."),
+        Says(SESSION_ID_RULE),
+    ] = None
+    parameters: Annotated[
+        Parameters,
+        WrapValidator(_parameters),
+        NullIs({}),
+        Field(
+            description="Flow-specific parameters, passed to the backend "
+            f"(under {MAX_PARAMETERS_BYTES} bytes of JSON)."
+        ),
+        Says("Must be an object."),
+    ] = Field(default_factory=Parameters)
+    include_routing_metadata: Annotated[
+        bool,
+        Field(description="Include routing decision metadata (default true)."),
+        Says("Must be true or false."),
+    ] = True
+    flow: Annotated[
+        str | None,
+        BeforeValidator(_flow_text, json_schema_input_type=FlowRef | None),
+        Field(
+            description="Run this flow (Flywheel's id, or its backend's) instead of choosing "
+            "one: routing method 'explicit'; 404 if the key cannot see it, 400 if it is not "
+            "deployed."
+        ),
+        Says(FLOW_RULE),
+    ] = None
+    fallback: Annotated[
+        bool,
+        Field(description="With flow: if it fails, may other flows for the intent answer?"),
+        Says("Must be true or false."),
+    ] = False
 
     @property
     def stream(self) -> bool:
         return bool(self.parameters.get("stream"))
 
 
-def _check_parameters(parameters: Any, errors: dict[str, str]) -> dict[str, Any]:
-    if parameters is None:
-        return {}
-    if not isinstance(parameters, dict):
-        errors["parameters"] = "Must be an object."
-        return {}
-    # Present means typed as the schema says: null is not taken for "absent".
-    temperature = parameters.get("temperature")
-    if "temperature" in parameters and (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, int | float)
-        or not 0 <= temperature <= 2
-    ):
-        errors["parameters.temperature"] = "Must be a number from 0 to 2."
-    max_tokens = parameters.get("max_tokens")
-    if "max_tokens" in parameters and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-    ):
-        errors["parameters.max_tokens"] = "Must be a positive integer."
-    stream = parameters.get("stream")
-    if "stream" in parameters and not isinstance(stream, bool):
-        errors["parameters.stream"] = "Must be true or false."
-    if "tweaks" in parameters and not isinstance(parameters["tweaks"], dict):
-        errors["parameters.tweaks"] = "Must be an object (Langflow's tweaks, per component)."
-    # Checked where it sits in a query, so the depth counts as it does in a REST body.
-    problem = json_problem({"parameters": parameters})
-    if problem is not None:  # from a door that did not parse JSON (a command, a tool)
-        path, reason = problem
-        errors["parameters"] = f"{path.removeprefix('$.')[:100]} {reason}."
-        return parameters
-    try:
-        size = len(json.dumps(parameters, allow_nan=False))
-    except (TypeError, ValueError):
-        errors["parameters"] = "Must be plain JSON."
-    else:
-        if size > MAX_PARAMETERS_BYTES:
-            errors["parameters"] = f"Must be under {MAX_PARAMETERS_BYTES} bytes of JSON."
-    return parameters
-
-
-def _check_question(question: Any, errors: dict[str, str]) -> None:
-    if not isinstance(question, str) or not question.strip():
-        errors["question"] = "Required: a non-empty string."
-    elif len(question) > MAX_QUESTION:
-        errors["question"] = f"At most {MAX_QUESTION} characters."
-    elif problem := string_problem(question):
-        errors["question"] = f"Must be text: it {problem}."
-
-
-def _check_backend(backend: Any, errors: dict[str, str]) -> str:
-    if backend is None:
-        return "auto"
-    if (
-        not isinstance(backend, str)
-        or not 0 < len(backend.strip()) <= MAX_BACKEND
-        or string_problem(backend)
-    ):
-        errors["backend"] = "Must be 'auto' or a backend's name, kind or id."
-        return "auto"
-    return backend.strip()
-
-
-def _check_flow(flow: Any, errors: dict[str, str]) -> str | None:
-    if flow is None:
-        return None
-    if isinstance(flow, int) and not isinstance(flow, bool) and flow >= 0:
-        return str(flow)
-    if isinstance(flow, str) and FLOW_ID.fullmatch(flow):
-        return flow
-    errors["flow"] = (
-        "Must be a flow's id: Flywheel's (a number) or its backend's "
-        f"(1-{MAX_FLOW_ID} letters, digits, '-', '_', '.' or ':')."
-    )
-    return None
-
-
-def _check_session_id(session_id: Any, errors: dict[str, str]) -> str | None:
-    """The session id, lower-cased; only the hyphenated form answers give is taken."""
-    if session_id is None:
-        return None
-    if isinstance(session_id, str) and _UUID.fullmatch(session_id):
-        return str(uuid.UUID(session_id))
-    errors["session_id"] = SESSION_ID_RULE
-    return None
-
-
-def query_request(data: Mapping[str, Any]) -> QueryRequest:
+def query_request(data: Any) -> QueryRequest:
     """Validate a query's input (the contract above).
 
     Returns a QueryRequest with the question and backend stripped and the
     session id in canonical form. Raises ValidationError listing every bad
     field under ``details.fields``.
     """
-    if not isinstance(data, Mapping):
-        raise ValidationError("The request body must be a JSON object.")
-    errors: dict[str, str] = {}
-    unknown = {str(name)[:50] for name in data} - _FIELDS
-    if unknown:
-        errors["unknown_fields"] = ", ".join(sorted(unknown))
-    question = data.get("question")
-    _check_question(question, errors)
-    intent = data.get("intent")
-    if intent is not None and (not isinstance(intent, str) or not _SLUG.fullmatch(intent)):
-        errors["intent"] = "Must be an intent slug such as 'code-review'."
-    backend = _check_backend(data.get("backend", "auto"), errors)
-    session_id = _check_session_id(data.get("session_id"), errors)
-    parameters = _check_parameters(data.get("parameters"), errors)
-    include = data.get("include_routing_metadata", True)
-    if not isinstance(include, bool):
-        errors["include_routing_metadata"] = "Must be true or false."
-    flow = _check_flow(data.get("flow"), errors)
-    fallback = data.get("fallback", False)
-    if not isinstance(fallback, bool):
-        errors["fallback"] = "Must be true or false."
-    if errors:
-        raise ValidationError("The query is not valid.", details={"fields": errors})
-    return QueryRequest(
-        question=str(question).strip(),
-        intent=intent,
-        backend=backend,
-        session_id=session_id,
-        parameters=dict(parameters),
-        include_routing_metadata=bool(include),
-        flow=flow,
-        fallback=bool(fallback),
-    )
+    if isinstance(data, Mapping) and not isinstance(data, dict):
+        data = dict(data)
+    return validated(QueryRequest, data)
 
 
-def query_type_request(data: Any) -> str:
+class QueryTypeRequest(Contract):
     """The question of a query-router call (seed 004): ``{"query"}`` and nothing else.
 
     The tenant comes from the caller's API key, so a ``tenant_id`` (or any
     other field) in the body is refused, never trusted (AC 8).
     """
-    if not isinstance(data, Mapping):
-        raise ValidationError("The request body must be a JSON object.")
-    errors = {name: "Unknown field." for name in data if name != "query"}
-    question = data.get("query")
-    if (
-        not isinstance(question, str)
-        or not question.strip()
-        or len(question) > MAX_QUESTION
-        or string_problem(question)
-    ):
-        errors["query"] = f"Required: 1-{MAX_QUESTION} characters of text."
-    if errors:
-        raise ValidationError("The query is not valid.", details={"fields": errors})
-    return str(question).strip()
+
+    refused_message = "The query is not valid."
+
+    query: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_QUESTION, pattern=NOT_BLANK),
+        _stripped_text(f"Required: 1-{MAX_QUESTION} characters of text."),
+        Says(f"Required: 1-{MAX_QUESTION} characters of text."),
+    ]
+
+
+def query_type_request(data: Any) -> str:
+    """The stripped question of a query-router body. Raises ValidationError."""
+    return validated(QueryTypeRequest, data).query
+
+
+# POST /api/v1/chatflows/{id}/predict: a query whose flow is in the path (and backend in
+# ?backend=); run_flow validates it as a QueryRequest.
+PredictRequest = pick(
+    QueryRequest,
+    "PredictRequest",
+    "question",
+    "session_id",
+    "fallback",
+    "include_routing_metadata",
+    doc="A question for the flow in the path (routed, recorded and measured like any).",
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -253,3 +254,55 @@ def test_keys_are_checked_in_the_database_while_the_cache_is_down(tenant: Tenant
 
     assert response.status_code == 200, response.content
     assert response.json()["tenant"]["slug"] == tenant.slug
+
+
+# --- one path for every door -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "key"), [("", None), ("Bearer fw_a_b", "fw_a_b"), ("Bearer  fw_a_b ", "fw_a_b")]
+)
+def test_the_header_is_read_one_way(header: str, key: str | None) -> None:
+    from flywheel.authentication import bearer_key
+
+    assert bearer_key(header) == key
+
+
+@pytest.mark.parametrize("header", ["Token fw_a_b", "Bearer", "Bearer   ", "fw_a_b"])
+def test_a_header_of_another_form_is_refused_in_one_set_of_words(header: str) -> None:
+    from flywheel.authentication import BEARER_RULE, bearer_key
+
+    with pytest.raises(AuthenticationError) as refused:
+        bearer_key(header)
+
+    assert refused.value.message == BEARER_RULE
+
+
+@pytest.mark.django_db(transaction=True)  # the async door reads the key on a thread
+def test_drf_and_the_async_doors_authenticate_through_the_same_function(
+    tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asgiref.sync import async_to_sync
+    from django.test import RequestFactory
+
+    from flywheel import asyncapi, authentication
+
+    _, raw_key = api_key_create(tenant=tenant, name="ci")
+    seen: list[str] = []
+    real = authentication.api_key_of
+
+    def spy(raw: str, **kwargs: Any) -> ApiKey:
+        seen.append(raw)
+        return real(raw, **kwargs)
+
+    monkeypatch.setattr(authentication, "api_key_of", spy)
+    monkeypatch.setattr(authentication, "api_key_recall", lambda raw_key: None)  # not remembered
+    header = f"Bearer {raw_key}"
+
+    drf = APIClient().get("/api/v1/whoami", HTTP_AUTHORIZATION=header)
+    request = RequestFactory().post("/api/v1/query", HTTP_AUTHORIZATION=header)
+    fast_lane = async_to_sync(asyncapi.authenticate)(request)
+
+    assert drf.status_code == 200
+    assert fast_lane.tenant_id == tenant.pk
+    assert seen == [raw_key, raw_key]

@@ -119,7 +119,7 @@ def test_the_query_answer_may_come_as_an_event_stream(schema) -> None:
 
 
 def test_the_answers_method_lists_every_intent_method(schema) -> None:
-    """flywheel/openapi.py spells the methods out (it cannot import routing's models)."""
+    """The answer's model (routing/answering/query_output.py) takes them from the model."""
     from routing.models import IntentMethod
 
     answer = schema["paths"]["/api/v1/query"]["post"]["responses"]["200"]["content"]

@@ -1,0 +1,115 @@
+"""Contracts: one declaration for validation and both schemas, refusals in Flywheel's words."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from pydantic import AfterValidator, Field
+
+from flywheel.contract import (
+    Contract,
+    NullIs,
+    Says,
+    mcp_schema,
+    openapi_schema,
+    pick,
+    refuse,
+    validated,
+)
+from flywheel.errors import ValidationError
+
+
+def _no_x(value: str) -> str:
+    if "x" in value:
+        raise refuse("No x, please.")
+    return value
+
+
+class Order(Contract):
+    """An order."""
+
+    refused_message = "The order is not valid."
+    unknown_fields = "unknown_fields"
+
+    item: Annotated[
+        str,
+        Field(min_length=1, max_length=5),
+        AfterValidator(_no_x),
+        Says("Name an item.", by_type={"string_too_long": "At most 5 characters."}),
+    ]
+    note: Annotated[str | None, Says("Must be text.")] = None
+    size: Annotated[int, NullIs(1), Says("Must be a whole number.")] = 1
+
+
+class Each(Contract):
+    query: Annotated[str, Says("Required.")]
+
+
+def _refusal(model: Any, data: Any) -> ValidationError:
+    with pytest.raises(ValidationError) as refused:
+        validated(model, data)
+    return refused.value
+
+
+@pytest.mark.parametrize(
+    ("data", "fields"),
+    [
+        ({}, {"item": "Name an item."}),
+        ({"item": 5}, {"item": "Name an item."}),
+        ({"item": "toolong"}, {"item": "At most 5 characters."}),
+        ({"item": "cup", "size": "2"}, {"size": "Must be a whole number."}),  # strict: no coercion
+        ({"item": "xx"}, {"item": "No x, please."}),  # a validator's own words
+        ({"item": "cup", "b": 1, "a": 2}, {"unknown_fields": "a, b"}),
+    ],
+)
+def test_a_refusal_names_each_field_in_the_contracts_words(data: Any, fields: Any) -> None:
+    refused = _refusal(Order, data)
+
+    assert refused.message == "The order is not valid."
+    assert refused.details == {"fields": fields}
+
+
+def test_unknown_fields_come_first_and_each_by_name_unless_joined() -> None:
+    assert list(_refusal(Order, {"z": 1}).details["fields"]) == ["unknown_fields", "item"]
+    assert _refusal(Each, {"query": "q", "tenant": 1}).details["fields"] == {
+        "tenant": "Unknown field."
+    }
+
+
+@pytest.mark.parametrize("data", [[], "order", None, 3])
+def test_a_body_that_is_not_an_object_is_said_so(data: Any) -> None:
+    refused = _refusal(Order, data)
+
+    assert (refused.message, refused.details) == ("The request body must be a JSON object.", {})
+
+
+def test_a_name_that_is_not_text_is_unknown_and_the_rest_is_still_checked() -> None:
+    refused = _refusal(Order, {"bad \ud800": 1, "item": ""})
+
+    assert refused.details["fields"] == {"unknown_fields": "bad \ud800", "item": "Name an item."}
+
+
+def test_null_stands_for_the_default_where_the_contract_says_so() -> None:
+    assert validated(Order, {"item": "cup", "size": None}).size == 1
+
+
+def test_openapi_says_nullable_where_mcp_says_the_type() -> None:
+    openapi = openapi_schema(Order)["properties"]
+    mcp = mcp_schema(Order)["properties"]
+
+    assert openapi["note"] == {"default": None, "nullable": True, "type": "string"}
+    assert openapi["size"] == {"default": 1, "nullable": True, "type": "integer"}
+    assert mcp["size"]["type"] == "integer"
+    assert "nullable" not in mcp["size"]
+    assert mcp["note"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+
+
+def test_a_picked_contract_keeps_its_fields_and_words() -> None:
+    part = pick(Order, "Part", "item", doc="Part of an order.")
+
+    refused = _refusal(part, {"item": "", "size": 2})
+
+    assert refused.message == "The order is not valid."
+    assert refused.details["fields"] == {"unknown_fields": "size", "item": "Name an item."}
+    assert openapi_schema(part)["description"] == "Part of an order."
