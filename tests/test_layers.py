@@ -158,6 +158,16 @@ def test_a_routing_room_imports_nothing_from_the_rooms_above_it_nor_a_door(room:
     assert _imports_of(room, above | DOORS) == []
 
 
+def test_no_routing_module_is_over_400_lines() -> None:
+    # A room whose module outgrows this is split by what its parts do.
+    long = [
+        f"{path.relative_to(ROOT)}: {lines} lines"
+        for path in _app_files("routing")
+        if (lines := len(path.read_text().splitlines())) > 400
+    ]
+    assert long == []
+
+
 def test_every_routing_module_is_in_a_room_or_a_door() -> None:
     placed = set(ROOMS) | DOORS | {"routing"}
     unplaced = [

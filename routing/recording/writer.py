@@ -30,14 +30,12 @@ from typing import ParamSpec, TypeVar
 from django.conf import settings
 from django.db import connection, connections
 
-from flywheel.metrics import BACKEND_LATENCY, DECISIONS, FALLBACKS, WRITER_BACKLOG, labelled
-from routing.models import (
-    Outcome,
-)
+from flywheel.metrics import WRITER_BACKLOG
 from routing.recording.answers import CachedAnswer, answers_remember
 from routing.recording.decision import DecisionData
 from routing.recording.spool import Segment, Spool, spool_directory
 from routing.recording.store import DATABASE_DOWN, database_down, decisions_record
+from routing.recording.tally import count
 from routing.selection.state import (
     policy_values,
 )
@@ -45,7 +43,6 @@ from routing.selection.state import (
 P = ParamSpec("P")
 R = TypeVar("R")
 logger = logging.getLogger(__name__)
-decisions_log = logging.getLogger("flywheel.decisions")  # one line per decision
 
 
 @dataclass(frozen=True)
@@ -87,42 +84,6 @@ class _Lane:
         if self._jobs:
             self.hurry()  # more than a batch waited: the next one goes at once
         return taken
-
-
-def count(batch: Sequence[DecisionData]) -> None:
-    """Count decisions, fallbacks and attempts for /metrics (flywheel/metrics.py), and log
-    one line per decision (no question text: it is the user's)."""
-    for data in batch:
-        winner = next((a.backend for a in reversed(data.attempts) if a.ok), "none")
-        intent = data.intent or "none"
-        total_ms = data.timings.get("total_ms", 0.0)
-        decisions_log.info(
-            "decision %s: %s (%s) -> %s, %s in %.0f ms",
-            data.request_id,
-            intent,
-            data.intent_method or "none",
-            winner,
-            data.outcome,
-            total_ms,
-            extra={
-                "request_id": str(data.request_id),
-                "fields": {
-                    "intent": intent,
-                    "method": data.intent_method,
-                    "backend": winner,
-                    "outcome": data.outcome,
-                    "attempts": len(data.attempts),
-                    "total_ms": total_ms,
-                    "error_type": data.error_type,
-                },
-            },
-        )
-        labelled(DECISIONS, winner, intent, data.intent_method or "none", data.outcome).inc()
-        if data.outcome == Outcome.FALLBACK:
-            labelled(FALLBACKS, intent).inc()
-        for attempt in data.attempts:
-            result = "ok" if attempt.ok else "failed"
-            labelled(BACKEND_LATENCY, attempt.backend, result).observe(attempt.latency_ms / 1000)
 
 
 class _Writer:
