@@ -37,8 +37,8 @@ from backends.services import health_record
 from chatflows import keywords
 from routing.install import defaults_load
 from routing.models import RoutingPolicy
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # Each app and the apps it must never import.
 ABOVE = {
     "backends": {"chatflows", "routing", "analytics", "agents"},

@@ -79,8 +79,8 @@ from playwright.sync_api import (
 )
 
 from bench.common import free_port
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 ARTEFACTS = ROOT / "var" / "test"
 SCREENSHOTS = ARTEFACTS / "screenshots"
 SERVER_LOG = ARTEFACTS / "browser-server.log"

@@ -23,8 +23,8 @@ from backends.services import ahealth_check_all
 from chatflows.models import Flow
 from chatflows.services import adiscover_all
 from routing.selection import state
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PEERS_ENV = Path(os.environ.get("FLYWHEEL_PEERS_ENV", ROOT / "var" / "peers.env"))
 REQUIRED = os.environ.get("FLYWHEEL_LIVE") == "1"
 

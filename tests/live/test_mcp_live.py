@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,10 +21,11 @@ from flywheel.services import api_key_create
 from routing.install import defaults_load
 from routing.recording.writer import drain
 from tests.live.conftest import serve_code_review
+from tests.paths import TESTS
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
-PEERS = Path(__file__).resolve().parents[1] / "peers"
+PEERS = TESTS / "peers"
 FLOWISE_ECHO = (PEERS / "flowise-echo-chatflow.json").read_text()  # flowData, as a string
 LANGFLOW_ECHO = json.dumps(
     json.loads((PEERS / "langflow-echo-prompt-flow.json").read_text())["data"]
