@@ -30,13 +30,13 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import SkipValidation, create_model
+from pydantic import BaseModel, SkipValidation, create_model
 from pydantic import ValidationError as SchemaError
 
 from agents import tools
 from agents.auth import Caller, admitted
 from backends.adapters import close_adapters
-from flywheel.contract import mcp_schema
+from flywheel.contract import mcp_schema, refusal
 from flywheel.errors import ApplicationError, error_body, internal_error_body
 from flywheel.metrics import REQUESTS
 from routing.answering.service import answers_finish
@@ -150,27 +150,34 @@ def _with_contract(tool: Tool, fn: Callable[..., Any]) -> Tool:
     return tool
 
 
-def _schema_refusal(err: SchemaError) -> dict[str, Any]:
-    """Arguments the input schema refuses, as the services refuse a bad field."""
-    fields = {
-        ".".join(str(part) for part in problem["loc"]) or "arguments": problem["msg"]
-        for problem in err.errors(include_url=False, include_input=False)
-    }
+def _schema_refusal(err: SchemaError, arguments: type[BaseModel] | None) -> dict[str, Any]:
+    """Arguments the input schema refuses, as the services refuse a bad field: in the
+    words the arguments' types declare (flywheel.contract.refusal), seed 003's
+    ``field`` and ``constraint`` included where they name them."""
+    if arguments is None:  # no tool of that name: nothing declares the words
+        fields = {
+            ".".join(str(part) for part in problem["loc"]) or "arguments": problem["msg"]
+            for problem in err.errors(include_url=False, include_input=False)
+        }
+        details: dict[str, Any] = {"fields": fields}
+    else:
+        details = refusal(arguments, err).details
     return error_body(
-        "ValidationError",
-        "The arguments do not match the tool's input schema.",
-        {"fields": fields},
+        "ValidationError", "The arguments do not match the tool's input schema.", details
     )
 
 
-def error_shape(name: str, exc: ToolError) -> dict[str, Any]:
-    """The error shape of a failed call, whoever raised it."""
+def error_shape(
+    name: str, exc: ToolError, arguments: type[BaseModel] | None = None
+) -> dict[str, Any]:
+    """The error shape of a failed call, whoever raised it (``arguments``: the tool's
+    arguments model, when there is such a tool)."""
     cause = exc.__cause__
     if isinstance(exc, UnexpectedToolError):  # the SDK's own conversion failed: a bug here
         logger.error("MCP tool %s failed inside the SDK", name, exc_info=exc)
         return internal_error_body()
     if isinstance(cause, SchemaError):
-        return _schema_refusal(cause)
+        return _schema_refusal(cause, arguments)
     if isinstance(cause, ToolError):  # raised by door(): already the shape
         try:
             shaped = json.loads(str(cause))
@@ -196,7 +203,8 @@ class FlywheelMCP(MCPServer[Any]):
         try:
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            shaped = error_shape(name, exc)
+            tool = self._tool_manager.get_tool(name)
+            shaped = error_shape(name, exc, tool.fn_metadata.arg_model if tool else None)
             REQUESTS.labels("mcp", shaped["error"]["type"]).inc()
             raise ToolError(_shape(shaped)) from exc
         REQUESTS.labels("mcp", "ok").inc()

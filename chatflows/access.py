@@ -14,7 +14,7 @@ from django.db.models import Q
 from backends.adapters import adapter_class, generating_kinds, kinds
 from backends.models import Backend
 from backends.selectors import as_id
-from chatflows.inputs import invalid
+from chatflows.contract import invalid
 from chatflows.models import Flow
 from flywheel.errors import NotFoundError, PermissionDeniedError, ValidationError
 from flywheel.models import Tenant

@@ -3,32 +3,118 @@
 The REST doors (chatflows/chatflow_api.py) take the bodies below, their
 OpenAPI (chatflows/openapi.py) and the MCP chatflow tools' schemas (agents/)
 are drawn from them, and the MCP tools' arguments are typed with the field
-types below, so the SDK refuses what the schemas refuse. The values are
-checked by the lifecycle itself (chatflows/lifecycle.py), whichever door they
-came through, and refused there in seed 003's words (``details.field`` and
-``details.constraint``); the bounds here are its own.
+types below. Each field's type carries its rule and the words that refuse it
+(seed 003's ``details.field``, ``details.constraint`` and ``details.value``):
+the lifecycle (chatflows/lifecycle.py) checks every value it is given with
+these types, whichever door it came through, so nothing checks them twice.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Annotated, Any, Literal, Required
 
-from pydantic import BaseModel, ConfigDict, Field, with_config
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from backends.adapters import kinds
-from chatflows.lifecycle import (
-    FLOW_ID,
-    MAX_BACKEND,
-    MAX_DESCRIPTION,
-    MAX_FLOW_ID,
-    MAX_NAME,
-    MIN_DESCRIPTION,
-)
-from flywheel.contract import NOT_BLANK, PY_SPACE, Contract
+from flywheel.contract import NOT_BLANK, PY_SPACE, Contract, Says, refuse
+from flywheel.errors import ValidationError
+from flywheel.jsonin import string_problem
 
-# As lifecycle.CHATFLOW_TYPES, in its order (tests/agents/test_tools.py holds them equal).
-ChatflowType = Literal["CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT"]
+CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
+MAX_NAME = 255
+MAX_FLOW_DATA_BYTES = 1_000_000
+MIN_DESCRIPTION = 10
+MAX_DESCRIPTION = 10_000
+MAX_FLOW_ID = 200  # as Flow.external_id
+FLOW_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{MAX_FLOW_ID - 1}}}")
+MAX_BACKEND = 100
+
+
+def invalid(field: str, message: str, constraint: str, value: Any = None) -> ValidationError:
+    """A refusal in seed 003's shape, for what no field's type can tell (which backend
+    a flow goes to, an update that changes nothing): the field, the constraint and
+    (shortly) the value, as the fields below refuse theirs."""
+    shown = value if isinstance(value, bool | int | float) or value is None else str(value)[:80]
+    return ValidationError(
+        message,
+        details={
+            "field": field,
+            "value": shown,
+            "constraint": constraint,
+            "fields": {field: message},
+        },
+    )
+
+
+# --- the fields, each with its rule and the words that refuse it (seed 003) ---------------
+
+
+def _text(message: str, constraint: str) -> AfterValidator:
+    """The value trimmed, if it is text (no NUL, no lone surrogate); else refused."""
+
+    def check(value: str) -> str:
+        if problem := string_problem(value):
+            raise refuse(message.format(problem=problem), constraint, shown=None)
+        return value.strip()
+
+    return AfterValidator(check)
+
+
+def _flow_data(value: str) -> str:
+    """A JSON string under 1 MB of an object holding ``nodes`` and ``edges`` lists."""
+    if len(value.encode("utf-8", "surrogatepass")) >= MAX_FLOW_DATA_BYTES:
+        raise refuse("flow_data must be under 1 MB.", "maxSize", "(too large)")
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as err:
+        raise refuse(f"flow_data is not valid JSON: {err.msg}.", "json", "(not JSON)") from err
+    except ValueError as err:  # e.g. a number too long to convert
+        raise refuse("flow_data is not valid JSON.", "json", "(not JSON)") from err
+    if not isinstance(data, dict):
+        raise refuse("flow_data must be a JSON object.", "object", "(not an object)")
+    missing = [k for k in ("nodes", "edges") if not isinstance(data.get(k), list)]
+    if missing:
+        raise refuse(
+            f"flow_data must hold {' and '.join(missing)} as lists.",
+            "nodesAndEdges",
+            "(missing " + ", ".join(missing) + ")",
+        )
+    return value
+
+
+def _backend_named(value: Any) -> Any:
+    """An id or a name, trimmed; absent or blank once trimmed (``?backend=`` sent empty,
+    as allowEmptyValue permits) names none."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str):
+        return value.strip() or None
+    if value is not None:
+        raise refuse("backend must be a backend's id or name.", "type")
+    return value
+
+
+NAME_RULE = f"Chatflow name must be between 1 and {MAX_NAME} characters."
+FLOW_ID_RULE = (
+    f"chatflow_id must be a flow's id: 1-{MAX_FLOW_ID} letters, digits, '-', '_', '.' "
+    "or ':', starting with a letter or digit."
+)
+BACKEND_RULE = f"backend must be a backend's id or name (1-{MAX_BACKEND} characters)."
+DESCRIPTION_RULE = f"Describe the flow in at least {MIN_DESCRIPTION} characters."
+DESCRIPTION_TOO_LONG = Says(
+    f"The description must be text of at most {MAX_DESCRIPTION} characters.",
+    constraint="maxLength",
+    shown=None,
+)
+
+# As CHATFLOW_TYPES, in its order (tests/agents/test_tools.py holds them equal).
+ChatflowType = Annotated[
+    Literal["CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT"],
+    Says(f"type must be one of {', '.join(CHATFLOW_TYPES)}.", constraint="enum"),
+]
 
 ChatflowId = Annotated[
     str,
@@ -38,18 +124,27 @@ ChatflowId = Annotated[
         pattern=f"^{FLOW_ID.pattern}$",
         description="The flow's id on its backend (or Flywheel's flow_id).",
     ),
+    Says(FLOW_ID_RULE, constraint="format"),
 ]
-BackendName = Annotated[str, Field(min_length=1, max_length=MAX_BACKEND)]
+BackendName = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_BACKEND),
+    _text(BACKEND_RULE, "format"),
+]
 OnBackend = Annotated[
     BackendName | None,
+    BeforeValidator(_backend_named),
     Field(
         description="The backend (id or name); needed when the id is on several, or for a "
         "flow made on the backend a moment ago."
     ),
+    Says(BACKEND_RULE, constraint="format"),
 ]
 ChatflowName = Annotated[
     str,
     Field(min_length=1, max_length=MAX_NAME, pattern=NOT_BLANK, description="Chatflow name."),
+    Says(NAME_RULE, constraint="length"),
+    _text("Chatflow name must be text: it {problem}.", "text"),
 ]
 FlowData = Annotated[
     str,
@@ -58,8 +153,14 @@ FlowData = Annotated[
         description="The workflow's structure: a JSON string (under 1 MB) of an object "
         "holding `nodes` and `edges` lists.",
     ),
+    Says("flow_data must be a JSON string.", constraint="type", shown="(not a string)"),
+    AfterValidator(_flow_data),
 ]
-Deployed = Annotated[bool, Field(description="true to deploy, false to undeploy.")]
+Deployed = Annotated[
+    bool,
+    Field(description="true to deploy, false to undeploy."),
+    Says("deployed must be true or false.", constraint="type"),
+]
 AgentflowDescription = Annotated[
     str,
     Field(
@@ -70,6 +171,10 @@ AgentflowDescription = Annotated[
         f"[^{PY_SPACE}][{PY_SPACE}]*$",
         description="Natural language description of the desired agent behavior.",
     ),
+    Says(
+        DESCRIPTION_RULE, constraint="minLength", by_type={"string_too_long": DESCRIPTION_TOO_LONG}
+    ),
+    _text(DESCRIPTION_TOO_LONG.message, "maxLength"),
 ]
 
 

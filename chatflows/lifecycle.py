@@ -6,7 +6,8 @@ each kind allows: what a kind cannot do (Langflow has no flow types, no
 deployment step and no generator) is a ValidationError naming the kind,
 never a silent no-op.
 
-- Input is checked first, before any call to a backend (chatflows/inputs.py),
+- Input is checked first, before any call to a backend, with the types its
+  contract declares (chatflows/contract.py),
   and so is an update that changes nothing.
 - A write goes to the backend first, then the Flow row follows in the same
   call, so Flywheel's view never drifts from the backend; if the backend
@@ -40,38 +41,26 @@ from chatflows.access import (
     resolve_flow,
     visible,
 )
-from chatflows.inputs import (
-    CHATFLOW_TYPES,
-    FLOW_ID,
-    MAX_BACKEND,
-    MAX_DESCRIPTION,
-    MAX_FLOW_ID,
+from chatflows.contract import (
     MAX_NAME,
-    MIN_DESCRIPTION,
-    check_backend,
-    check_deployed,
-    check_description,
-    check_flow_data,
-    check_flow_id,
-    check_name,
-    check_type,
+    AgentflowDescription,
+    ChatflowId,
+    ChatflowName,
+    ChatflowType,
+    Deployed,
+    FlowData,
+    OnBackend,
 )
 from chatflows.models import Flow
 from chatflows.rows import flow_mark_removed, flow_upsert
 from flywheel.asyncdb import db
+from flywheel.contract import checked
 from flywheel.errors import ValidationError
 from flywheel.models import Tenant
 
-# The lifecycle's public face: its operations, and the input limits and the resolver
-# that the doors (agents, routing, chatflows/openapi.py) read from here.
+# The lifecycle's public face: its operations, and the checks and the resolver that
+# the doors (agents, routing) read from here.
 __all__ = [
-    "CHATFLOW_TYPES",
-    "FLOW_ID",
-    "MAX_BACKEND",
-    "MAX_DESCRIPTION",
-    "MAX_FLOW_ID",
-    "MAX_NAME",
-    "MIN_DESCRIPTION",
     "chatflow_create",
     "chatflow_delete",
     "chatflow_deploy",
@@ -85,6 +74,18 @@ __all__ = [
     "resolve_flow",
     "suggested_name",
 ]
+
+
+def check_flow_id(value: Any) -> str:
+    """A flow id as its backend makes it: it goes into the backend's URL path."""
+    return str(checked(ChatflowId, value, "chatflow_id"))
+
+
+def check_backend(value: Any) -> str | None:
+    """The backend named (an id or a name, trimmed), or None when none is."""
+    named: str | None = checked(OnBackend, value, "backend")
+    return named
+
 
 # --- the backend's records, in one shape ----------------------------------------------
 
@@ -152,7 +153,7 @@ def chatflows_list(
     if backend is not None:
         rows = rows.filter(backend=find_backend(tenant, backend))
     if flow_type is not None:
-        rows = rows.filter(flow_type=check_type(flow_type))
+        rows = rows.filter(flow_type=checked(ChatflowType, flow_type, "type"))
     return [
         _row_fields(f) for f in rows.select_related("backend").order_by("backend__name", "name")
     ]
@@ -183,11 +184,11 @@ async def chatflow_create(
     A kind without flow types or deployment (Langflow) refuses a ``type``
     other than CHATFLOW and ``deployed: false``.
     """
-    name = check_name(name)
-    data = check_flow_data(flow_data)
-    flow_type = check_type(type if type is not None else "CHATFLOW")
+    name = checked(ChatflowName, name, "name")
+    data = json.loads(checked(FlowData, flow_data, "flow_data"))
+    flow_type = checked(ChatflowType, type if type is not None else "CHATFLOW", "type")
     if deployed is not None:
-        deployed = check_deployed(deployed)
+        deployed = checked(Deployed, deployed, "deployed")
     chosen = await db(resolve_backend_for_create)(tenant=tenant, backend=check_backend(backend))
     record = await _adapter(chosen).create_flow(
         name=name, flow_data=data, flow_type=flow_type, deployed=deployed
@@ -205,9 +206,9 @@ async def chatflow_update(
     backend: Any = None,
 ) -> dict[str, Any]:
     """Change a flow's name, flowData or deployment (at least one)."""
-    name = None if name is None else check_name(name)
-    data = None if flow_data is None else check_flow_data(flow_data)
-    deployed = None if deployed is None else check_deployed(deployed)
+    name = None if name is None else checked(ChatflowName, name, "name")
+    data = None if flow_data is None else json.loads(checked(FlowData, flow_data, "flow_data"))
+    deployed = None if deployed is None else checked(Deployed, deployed, "deployed")
     if name is None and data is None and deployed is None:
         raise ValidationError(
             "Nothing to update: give name, flow_data or deployed.",
@@ -229,7 +230,7 @@ async def chatflow_deploy(
     *, tenant: Tenant | None, chatflow_id: Any, deployed: Any, backend: Any = None
 ) -> dict[str, Any]:
     """Deploy or undeploy a flow (a kind without deployment: a ValidationError naming it)."""
-    wanted = check_deployed(deployed)
+    wanted = checked(Deployed, deployed, "deployed")
     target = await db(resolve_flow)(
         tenant=tenant,
         flow_id=check_flow_id(chatflow_id),
@@ -288,7 +289,7 @@ async def chatflow_generate(
     """Ask a backend's generator (Flowise's AgentFlow V2) for a flow that does what
     ``description`` says: ``{flowData, name, description}``, ready for chatflow_create.
     Nothing is stored."""
-    text = check_description(description)
+    text = checked(AgentflowDescription, description, "description")
     model = generator_model()
     if model is None:
         raise ValidationError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from chatflows.contract import (
+    MAX_BACKEND,
     AgentflowRequest,
     Chatflow,
     ChatflowCreate,
@@ -26,7 +27,6 @@ from chatflows.contract import (
     Deleted,
     Generated,
 )
-from chatflows.lifecycle import MAX_BACKEND
 from flywheel.contract import openapi_schema
 from flywheel.openapi import operation
 

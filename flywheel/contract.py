@@ -11,11 +11,16 @@ words for some of pydantic's error types); a validator of Flywheel's own raises
 :func:`refuse` with its message. ``details.fields`` maps each refused field
 (``parameters.temperature`` inside an object) to its message; fields the
 contract does not take are named as the contract says (:class:`Contract`).
+A field that names its constraint (seed 003's refusals) also names the first
+fault in ``details``: its ``field``, its ``constraint`` and (shortly) its
+``value``. :func:`checked` validates one value as its field's type.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -42,6 +47,7 @@ NOT_AN_OBJECT = "The request body must be a JSON object."
 _REFUSED = "refused"  # the error type of refuse(): the message is Flywheel's already
 _UNKNOWN = {"extra_forbidden", "invalid_key"}  # a field the contract does not take
 _NOT_AN_OBJECT = {"model_type", "model_attributes_type", "dict_type"}
+_AS_GIVEN: Any = object()  # a refusal shows the value as given (shortly)
 
 
 class Contract(BaseModel):
@@ -58,13 +64,26 @@ class Contract(BaseModel):
     unknown_fields: ClassVar[str | None] = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: a type annotated with it is hashed
 class Says:
     """Field metadata: how a refusal of the field reads, whatever pydantic found wrong
-    with it; ``by_type`` gives other words for some of pydantic's error types."""
+    with it; ``by_type`` gives other words (or another Says) for some of pydantic's
+    error types. ``constraint`` names the rule broken (seed 003's ``details``), and
+    ``shown`` stands for the value there when the value itself is not worth echoing."""
 
     message: str
-    by_type: Mapping[str, str] = field(default_factory=dict)
+    by_type: Mapping[str, str | Says] = field(default_factory=dict)
+    constraint: str | None = None
+    shown: Any = _AS_GIVEN
+
+    def for_type(self, kind: str) -> Says:
+        """What a refusal of pydantic's error type ``kind`` says."""
+        other = self.by_type.get(kind)
+        if other is None:
+            return self
+        if isinstance(other, str):
+            return dataclasses.replace(self, message=other, by_type={})
+        return other
 
 
 @dataclass(frozen=True)
@@ -92,9 +111,17 @@ class NullIs:
 _NULL_IS_DEFAULT = "x-null-is-default"  # set by NullIs, read by the renderers below
 
 
-def refuse(message: str) -> PydanticCustomError:
-    """The error a validator raises to refuse a value in Flywheel's own words."""
-    return PydanticCustomError(_REFUSED, message)
+def refuse(
+    message: str, constraint: str | None = None, shown: Any = _AS_GIVEN
+) -> PydanticCustomError:
+    """The error a validator raises to refuse a value in Flywheel's own words (naming
+    the rule broken and what to show for the value, as :class:`Says` does)."""
+    context: dict[str, Any] = {}
+    if constraint is not None:
+        context["constraint"] = constraint
+    if shown is not _AS_GIVEN:
+        context["shown"] = shown
+    return PydanticCustomError(_REFUSED, message, context or None)
 
 
 C = TypeVar("C", bound=BaseModel)
@@ -140,10 +167,13 @@ def validated(model: type[C], data: Any) -> C:
         raise refusal(model, err, data) from err
 
 
-def refusal(model: type[BaseModel], err: PydanticError, data: Any = None) -> ValidationError:
+def refusal(
+    model: Any, err: PydanticError, data: Any = None, *, message: str | None = None
+) -> ValidationError:
     """pydantic's errors for ``model`` as Flywheel's ValidationError (the module's rules);
-    ``data``, what was validated, names the fields pydantic could not read."""
-    problems = err.errors(include_url=False, include_input=False)
+    ``data``, what was validated, names the fields pydantic could not read. ``message``
+    heads it instead of the contract's own ``refused_message``."""
+    problems = err.errors(include_url=False)
     unreadable: list[str] = []
     if isinstance(data, dict) and any(
         not p["loc"] and p["type"] not in _NOT_AN_OBJECT for p in problems
@@ -156,10 +186,11 @@ def refusal(model: type[BaseModel], err: PydanticError, data: Any = None) -> Val
             model.model_validate(readable)
             problems = []
         except PydanticError as again:
-            problems = again.errors(include_url=False, include_input=False)
+            problems = again.errors(include_url=False)
     rules = _rules(model)
     fields: dict[str, str] = {}
     unknown: list[str] = []
+    fault: dict[str, Any] = {}
     for problem in problems:
         loc, kind = problem["loc"], problem["type"]
         if not loc and kind in _NOT_AN_OBJECT:
@@ -168,17 +199,17 @@ def refusal(model: type[BaseModel], err: PydanticError, data: Any = None) -> Val
             unknown.append(str(loc[0]))
             continue
         path, says = _rule_for(rules, loc)
-        if kind == _REFUSED or says is None:
-            message = problem["msg"]
-        else:
-            message = says.by_type.get(kind, says.message)
-        fields.setdefault(path, message)
+        said = _said(problem, says)
+        fields.setdefault(path, said.message)
+        if not fault and said.constraint is not None:
+            fault = _fault(path, said, problem.get("input"))
     if isinstance(data, dict) and unreadable:
         order = {str(name): i for i, name in enumerate(data)}
         unknown = sorted(unknown + unreadable, key=lambda name: order.get(name, 0))
+    headline = message or str(getattr(model, "refused_message", Contract.refused_message))
     return ValidationError(
-        getattr(model, "refused_message", Contract.refused_message),
-        details={"fields": {**_unknown(model, unknown), **fields}},
+        headline,
+        details={**fault, "fields": {**_unknown(model, unknown), **fields}},
     )
 
 
@@ -189,6 +220,21 @@ def _unknown(model: type[BaseModel], names: list[str]) -> dict[str, str]:
     if joined is None:
         return dict.fromkeys(names, "Unknown field.")
     return {joined: ", ".join(sorted({name[:50] for name in names}))}
+
+
+def _says(metadata: typing.Iterable[Any]) -> Says | None:
+    return next((m for m in metadata if isinstance(m, Says)), None)
+
+
+def _says_in_optional(annotation: Any) -> Says | None:
+    """What ``X | None`` says, when ``X`` is a type annotated with a Says."""
+    members = typing.get_args(annotation) if typing.get_origin(annotation) in _UNIONS else ()
+    if type(None) not in members:
+        return None
+    return next((s for m in members if (s := _says(getattr(m, "__metadata__", ())))), None)
+
+
+_UNIONS = (typing.Union, types.UnionType)
 
 
 def _rule_for(rules: Mapping[str, Says], loc: tuple[Any, ...]) -> tuple[str, Says | None]:
@@ -207,17 +253,68 @@ def _rules(model: type[BaseModel]) -> dict[str, Says]:
     rules: dict[str, Says] = {}
     for name, info in model.model_fields.items():
         key = info.alias or name
-        says = next((m for m in info.metadata if isinstance(m, Says)), None)
+        says = _says(info.metadata) or _says_in_optional(info.annotation)
         if says is not None:
             rules[key] = says
         inner = info.annotation
         if is_typeddict(inner):
             for sub, hint in typing.get_type_hints(inner, include_extras=True).items():
-                metadata = getattr(hint, "__metadata__", ())
-                sub_says = next((m for m in metadata if isinstance(m, Says)), None)
+                sub_says = _says(getattr(hint, "__metadata__", ()))
                 if sub_says is not None:
                     rules[f"{key}.{sub}"] = sub_says
     return rules
+
+
+def _said(problem: Mapping[str, Any], says: Says | None) -> Says:
+    """What refusing ``problem`` says: the field's words, or the validator's own."""
+    kind, context = problem["type"], problem.get("ctx") or {}
+    if kind == _REFUSED:
+        return Says(
+            problem["msg"],
+            constraint=context.get("constraint", says.constraint if says else None),
+            shown=context.get("shown", _AS_GIVEN),
+        )
+    if says is None:
+        return Says(problem["msg"])
+    return says.for_type(kind)
+
+
+def _fault(path: str, said: Says, value: Any) -> dict[str, Any]:
+    """Seed 003's ``details``: the field, the constraint and (shortly) the value."""
+    if said.shown is not _AS_GIVEN:
+        value = said.shown
+    elif isinstance(value, str):
+        value = None if string_problem(value) else value[:80]
+    elif not (isinstance(value, bool | int | float) or value is None):
+        value = str(value)[:80]
+    return {"field": path, "value": value, "constraint": said.constraint}
+
+
+def checked(shape: Any, value: Any, field_name: str) -> Any:
+    """``value`` as ``shape`` (a field's type, strictly), refused as the field
+    ``field_name``, headed by what it broke."""
+    model = _one_field(shape, field_name)
+    try:
+        return getattr(model.model_validate({field_name: value}), field_name)
+    except PydanticError as err:
+        refused = refusal(model, err)
+        message = refused.details["fields"].get(field_name, refused.message)
+        raise ValidationError(message, details=refused.details) from err
+
+
+_ONE_FIELD: dict[tuple[int, str], tuple[Any, type[BaseModel]]] = {}
+
+
+def _one_field(shape: Any, field_name: str) -> type[BaseModel]:
+    """A model of the one field ``field_name`` of type ``shape``, made once (keyed by
+    identity: an annotated type holding a Says is not hashable)."""
+    key = (id(shape), field_name)
+    if key not in _ONE_FIELD:
+        model = create_model(  # type: ignore[call-overload]
+            "Checked", __config__=ConfigDict(strict=True), **{field_name: (shape, ...)}
+        )
+        _ONE_FIELD[key] = (shape, model)  # the shape is kept, so its id stays its own
+    return _ONE_FIELD[key][1]
 
 
 # --- the schemas drawn from a contract ---------------------------------------------------

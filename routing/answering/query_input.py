@@ -35,7 +35,7 @@ from pydantic import ValidationError as PydanticError
 from pydantic_core import InitErrorDetails
 from typing_extensions import TypedDict
 
-from chatflows.lifecycle import FLOW_ID, MAX_FLOW_ID
+from chatflows.contract import FLOW_ID, MAX_FLOW_ID
 from flywheel.contract import NOT_BLANK, Contract, NullIs, Says, pick, refuse, validated
 from flywheel.jsonin import LONE_SURROGATE, json_problem, string_problem
 

@@ -25,7 +25,7 @@ from prometheus_client import REGISTRY
 from agents.auth import KeyCaller
 from agents.server import build_server
 from backends.models import Backend, BackendHealth
-from chatflows import lifecycle
+from chatflows import contract, lifecycle
 from chatflows.models import Flow
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
@@ -191,7 +191,7 @@ def test_the_input_schemas_carry_the_seeds_constraints(key: str) -> None:
         1,
         255,
     )
-    assert create["properties"]["type"]["enum"] == list(lifecycle.CHATFLOW_TYPES)
+    assert create["properties"]["type"]["enum"] == list(contract.CHATFLOW_TYPES)
     assert create["properties"]["type"]["default"] == "CHATFLOW"
     assert tools["get_chatflow"]["properties"]["chatflow_id"]["minLength"] == 1
     assert tools["run_prediction"]["required"] == ["chatflow_id", "question"]
@@ -504,6 +504,26 @@ def test_what_the_service_refuses_is_its_validation_error(
         "flow_data",
         constraint,
     )
+    assert not mine.router.calls
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "constraint"),
+    [
+        ({"flow_data": "not json"}, "flow_data", "json"),
+        ({"name": "  "}, "name", "length"),
+        ({"chatflow_id": "../up"}, "chatflow_id", "format"),
+    ],
+)
+def test_a_bad_update_names_its_field_and_constraint_as_rest_does(
+    mine: Mine, arguments: dict[str, Any], field: str, constraint: str
+) -> None:
+    # The types the tool is published with carry the lifecycle's rules and words, so the
+    # SDK's refusal reads as the service's would.
+    result = call(mine.key, "update_chatflow", **{"chatflow_id": "f-1", **arguments})
+
+    refused = error(result)
+    assert (refused["details"]["field"], refused["details"]["constraint"]) == (field, constraint)
     assert not mine.router.calls
 
 

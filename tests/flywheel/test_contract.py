@@ -11,6 +11,7 @@ from flywheel.contract import (
     Contract,
     NullIs,
     Says,
+    checked,
     mcp_schema,
     openapi_schema,
     pick,
@@ -75,6 +76,50 @@ def test_unknown_fields_come_first_and_each_by_name_unless_joined() -> None:
     assert _refusal(Each, {"query": "q", "tenant": 1}).details["fields"] == {
         "tenant": "Unknown field."
     }
+
+
+Size = Annotated[
+    int,
+    Field(ge=1, le=9),
+    Says(
+        "Pick 1 to 9.",
+        constraint="range",
+        by_type={"int_type": Says("A number.", constraint="type")},
+    ),
+]
+
+
+def _odd(value: int) -> int:
+    if value % 2 == 0:
+        raise refuse("Pick an odd size.", "odd", shown="(even)")
+    return value
+
+
+OddSize = Annotated[Size, AfterValidator(_odd)]
+
+
+@pytest.mark.parametrize(
+    ("value", "message", "constraint", "shown"),
+    [
+        (12, "Pick 1 to 9.", "range", 12),
+        ("3", "A number.", "type", "3"),  # strict: no coercion, and another error type's words
+        (4, "Pick an odd size.", "odd", "(even)"),  # a validator's own rule, value and words
+    ],
+)
+def test_a_field_naming_its_constraint_names_the_fault(
+    value: Any, message: str, constraint: str, shown: Any
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        checked(OddSize, value, "size")
+
+    assert refused.value.message == message
+    assert refused.value.details == {
+        "field": "size",
+        "value": shown,
+        "constraint": constraint,
+        "fields": {"size": message},
+    }
+    assert checked(OddSize, 5, "size") == 5
 
 
 @pytest.mark.parametrize("data", [[], "order", None, 3])
