@@ -248,6 +248,19 @@ LOGGING = {
     "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }
 
+# --- Limits: what a backend sends, what is kept of it ----------------------------
+# The most of a flow's answer (whole or streamed, decompressed) Flywheel reads: past it
+# the attempt fails as that backend's and the query falls back (backends/http/limits.py).
+MAX_ANSWER_BYTES = read("FLYWHEEL_MAX_ANSWER_BYTES", as_positive_int, 2 * 1024 * 1024)
+# The most of an answer kept in a conversation's turn, its cached recent turns and the
+# decision spool; the caller still receives the whole answer.
+MAX_STORED_ANSWER_CHARS = read("FLYWHEEL_MAX_STORED_ANSWER_CHARS", as_positive_int, 65_536)
+# Earlier exchanges sent along to a backend (and the answers a summary condenses): the
+# newest first, up to this many characters together.
+HISTORY_BUDGET_CHARS = read("FLYWHEEL_HISTORY_BUDGET_CHARS", as_positive_int, 32_000)
+# A decision spool segment is closed past this many bytes (or 1,000 decisions).
+SPOOL_SEGMENT_BYTES = read("FLYWHEEL_SPOOL_SEGMENT_BYTES", as_positive_int, 64 * 1024 * 1024)
+
 # --- Flywheel --------------------------------------------------------------------
 # How long /readyz waits for each dependency before calling it down.
 READINESS_TIMEOUT_SECONDS = read("FLYWHEEL_READINESS_TIMEOUT", as_positive_float, 2.0)

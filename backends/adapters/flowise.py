@@ -44,6 +44,7 @@ from backends.errors import (
     BackendValidationError,
 )
 from backends.http import Response, describe, json_body, ms_since, reply_details, unreadable
+from backends.http.limits import PROBE_BYTES, answer_bytes
 
 PAGE_SIZE = 100
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
@@ -151,7 +152,9 @@ class FlowiseBackend(FlowBackend):
     async def health_check(self) -> HealthResult:
         started = time.perf_counter()
         try:
-            response = await self.http.request("GET", "/api/v1/ping", retry=False, timeout=5.0)
+            response = await self.http.request(
+                "GET", "/api/v1/ping", retry=False, timeout=5.0, max_bytes=PROBE_BYTES
+            )
         except BackendError as err:
             return HealthResult(False, ms_since(started), err.message)
         latency = ms_since(started)
@@ -194,7 +197,9 @@ class FlowiseBackend(FlowBackend):
         history: Sequence[Exchange] = (),
     ) -> ExecutionResult:
         body = prediction_body(question, session_id, parameters, stream=False, history=history)
-        response = await self.http.request("POST", f"/api/v1/prediction/{flow_id}", json=body)
+        response = await self.http.request(
+            "POST", f"/api/v1/prediction/{flow_id}", json=body, max_bytes=answer_bytes()
+        )
         data = _json_or_not_found(response, self.config.name)
         if not isinstance(data, dict) or ("text" not in data and "json" not in data):
             raise BackendUnexpectedError(
@@ -223,7 +228,9 @@ class FlowiseBackend(FlowBackend):
         history: Sequence[Exchange] = (),
     ) -> AsyncIterator[StreamEvent]:
         body = prediction_body(question, session_id, parameters, stream=True, history=history)
-        async with self.http.stream("POST", f"/api/v1/prediction/{flow_id}", json=body) as response:
+        async with self.http.stream(
+            "POST", f"/api/v1/prediction/{flow_id}", json=body, max_bytes=answer_bytes()
+        ) as response:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 # Not streamable (e.g. a custom-function CHATFLOW): a plain JSON answer.
                 await response.aread()

@@ -38,6 +38,7 @@ from backends.errors import (
     BackendValidationError,
 )
 from backends.http import Response, describe, json_body, ms_since, unreadable
+from backends.http.limits import PROBE_BYTES, answer_bytes
 
 PAGE_SIZE = 100  # Langflow's maximum page size
 # A health key worth naming in a failed probe; anything else is only counted.
@@ -151,7 +152,9 @@ class LangflowBackend(FlowBackend):
     async def health_check(self) -> HealthResult:
         started = time.perf_counter()
         try:
-            response = await self.http.request("GET", "/health_check", retry=False, timeout=5.0)
+            response = await self.http.request(
+                "GET", "/health_check", retry=False, timeout=5.0, max_bytes=PROBE_BYTES
+            )
             body = json_body(response, self.config.name)
         except BackendError as err:
             return HealthResult(False, ms_since(started), err.message)
@@ -218,6 +221,7 @@ class LangflowBackend(FlowBackend):
             f"/api/v1/run/{flow_id}",
             params={"stream": "false"},
             json=run_body(question, session_id, parameters, history),
+            max_bytes=answer_bytes(),
         )
         data = json_body(response, self.config.name)
         if not isinstance(data, dict):
@@ -245,6 +249,7 @@ class LangflowBackend(FlowBackend):
             f"/api/v1/run/{flow_id}",
             params={"stream": "true"},
             json=run_body(question, session_id, parameters, history),
+            max_bytes=answer_bytes(),
         ) as response:
             async for event, payload in _json_events(response):
                 if event == "token":

@@ -135,8 +135,9 @@ class HttpClient:
     backoff_base_seconds = limits.BACKOFF_BASE_SECONDS
     backoff_cap_seconds = limits.BACKOFF_CAP_SECONDS
     retry_after_cap_seconds = limits.RETRY_AFTER_CAP_SECONDS
-    answer_bytes = limits.ANSWER_BYTES
-    stream_bytes = limits.STREAM_BYTES
+    # A reply's size bound unless the call names its own (max_bytes=): a flow's answer
+    # is bounded by limits.answer_bytes(), a probe by limits.PROBE_BYTES.
+    document_bytes = limits.DOCUMENT_BYTES
 
     def __init__(
         self,
@@ -182,8 +183,7 @@ class HttpClient:
         params: Mapping[str, str | int] | None,
         json_data: Any,
         timeout: float | None,
-        *,
-        stream: bool = False,
+        max_bytes: int | None,
     ) -> Request:
         if not self._sendable:  # a key stored before keys were checked, say
             raise BackendConfigurationError(
@@ -204,7 +204,7 @@ class HttpClient:
             body=body,
             timeout=self.timeout_seconds if timeout is None else timeout,
             connect_timeout=self.connect_timeout_seconds,
-            max_bytes=self.stream_bytes if stream else self.answer_bytes,
+            max_bytes=self.document_bytes if max_bytes is None else max_bytes,
         )
 
     async def request(
@@ -216,15 +216,16 @@ class HttpClient:
         json: Any = None,
         retry: bool | None = None,
         timeout: float | None = None,
+        max_bytes: int | None = None,
     ) -> Response:
         """Send a request; return a 2xx/3xx response, read whole, or raise a typed BackendError.
 
         Idempotent methods (and calls passed ``retry=True``) are retried on
         connection failures and on 408/429/502/503/504, with capped exponential
-        backoff and jitter, honouring Retry-After. An answer past ``answer_bytes``
-        is a BackendUnexpectedError, not retried.
+        backoff and jitter, honouring Retry-After. A reply past ``max_bytes`` (by
+        default ``document_bytes``) is a BackendUnexpectedError, not retried.
         """
-        request = self._request(method, path, params, json, timeout)
+        request = self._request(method, path, params, json, timeout, max_bytes)
         may_retry = request.method in IDEMPOTENT_METHODS if retry is None else retry
         attempt = 0
         while True:
@@ -254,10 +255,12 @@ class HttpClient:
         *,
         params: Mapping[str, str | int] | None = None,
         json: Any = None,
+        max_bytes: int | None = None,
     ) -> AsyncIterator[Response]:
         """Open a streamed response; errors before and while the body arrives are typed
-        like request()'s. The connection is released when the block ends."""
-        request = self._request(method, path, params, json, None, stream=True)
+        like request()'s, and all its events together are bounded as a reply is. The
+        connection is released when the block ends."""
+        request = self._request(method, path, params, json, None, max_bytes)
         try:
             response = await self._transport.send(request, stream=True)
         except TransportError as err:

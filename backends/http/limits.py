@@ -8,6 +8,8 @@ backend's own read timeout) comes from its row, not from here.
 
 from __future__ import annotations
 
+from django.conf import settings
+
 # --- time -------------------------------------------------------------------------------
 # Connecting should be quick on the networks backends live on; the read timeout is the
 # backend's own setting (a flow may think for a while).
@@ -31,11 +33,21 @@ BACKOFF_CAP_SECONDS = 2.0
 RETRY_AFTER_CAP_SECONDS = 10.0
 
 # --- sizes: what a server sends is bounded while it is read ----------------------------
-# A whole answer, decompressed (a prediction, a page of discovery, a flow with its
-# definition). A page of 100 Flowise flows with their flowData is a few MB.
-ANSWER_BYTES = 32 * 1024 * 1024
-# A streamed answer, all its events together.
-STREAM_BYTES = 32 * 1024 * 1024
+# A flow's answer to a question, whole or streamed (all its events together),
+# decompressed: FLYWHEEL_MAX_ANSWER_BYTES (2 MiB by default), read at each call.
+
+
+def answer_bytes() -> int:
+    """The most of a flow's answer Flywheel reads (FLYWHEEL_MAX_ANSWER_BYTES)."""
+    limit: int = settings.MAX_ANSWER_BYTES
+    return limit
+
+
+# Any other reply, decompressed: a page of discovery, a flow with its definition. A page
+# of 100 Flowise flows with their flowData is a few MB.
+DOCUMENT_BYTES = 32 * 1024 * 1024
+# A health probe's reply ("pong", a small JSON object).
+PROBE_BYTES = 64 * 1024
 # An answer's status line and headers (aiohttp bounds each header line at 8 KB).
 HEADER_BYTES = 64 * 1024
 

@@ -136,7 +136,7 @@ class OpenAIClient:
             transport=transport,
             restricted=False,  # the operator's endpoint: see the module
         )
-        self._http.answer_bytes = ENDPOINT_ANSWER_BYTES
+        self._http.document_bytes = ENDPOINT_ANSWER_BYTES
 
     async def post_json(
         self, path: str, body: Any, *, deadline_seconds: float | None = None

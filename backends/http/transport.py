@@ -37,7 +37,7 @@ from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from backends.addresses import AddressNotAllowed, spelled_allowed
-from backends.http.limits import ANSWER_BYTES, KEEPALIVE_SECONDS, MAX_CONNECTIONS
+from backends.http.limits import DOCUMENT_BYTES, KEEPALIVE_SECONDS, MAX_CONNECTIONS
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _CHARSET = re.compile(r";\s*charset=[\"']?([\w.:-]+)", re.IGNORECASE)
@@ -80,7 +80,7 @@ class Request:
     body: bytes | None
     timeout: float  # seconds to wait for a connection, and between bytes of the answer
     connect_timeout: float
-    max_bytes: int = ANSWER_BYTES  # of the answer's body, decompressed; more is too_large
+    max_bytes: int = DOCUMENT_BYTES  # of the answer's body, decompressed; more is too_large
 
 
 class Response:

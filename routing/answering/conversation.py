@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from backends.adapters.base import Exchange
 from routing.answering.sessions import PastTurn
 from routing.classification import llm
+from routing.recording.decision import clipped
 
 SUMMARIZE_LAST = 3
 TRANSCRIPT_CHARS = 8000
@@ -24,6 +26,30 @@ _LAST = re.compile(r"\b(last|previous|earlier|before)\b", re.IGNORECASE)
 _ANSWER = re.compile(
     r"\b(answer|answered|repl(y|ied)|you (say|said|tell|told|mean|meant))\b", re.IGNORECASE
 )
+
+
+def exchanges_within(exchanges: Sequence[Exchange], budget: int) -> list[Exchange]:
+    """The newest ``exchanges`` (given oldest first) whose questions and answers fit
+    ``budget`` characters together, oldest first: the history a backend is sent. The
+    oldest one kept may have its answer cut to use what is left."""
+    kept: list[Exchange] = []
+    left = budget
+    for exchange in reversed(exchanges):
+        cost = len(exchange.question) + len(exchange.answer)
+        if cost > left:
+            room = left - len(exchange.question)
+            if room > 0 and exchange.answer:
+                kept.append(Exchange(exchange.question, clipped(exchange.answer, room)))
+            break
+        kept.append(exchange)
+        left -= cost
+    return kept[::-1]
+
+
+def answers_within(answers: Sequence[str], budget: int) -> list[str]:
+    """The newest ``answers`` that fit ``budget`` characters together, as
+    :func:`exchanges_within` keeps exchanges: what a summary is asked to condense."""
+    return [e.answer for e in exchanges_within([Exchange("", a) for a in answers], budget)]
 
 
 def summarize_question(answers: Sequence[str], request: str) -> str:

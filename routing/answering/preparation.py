@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.conf import settings
+
 from backends.adapters import kinds
 from backends.adapters.base import Exchange
 from chatflows.lifecycle import resolve_flow
@@ -83,7 +85,10 @@ async def prepare(query: Query, state: RoutingState) -> None:
         query.mark("route_ms")
         return
     if query.intent.intent == "summarize":
-        answers = [t.answer for t in query.history if t.answer][-conversation.SUMMARIZE_LAST :]
+        answers = conversation.answers_within(
+            [t.answer for t in query.history if t.answer][-conversation.SUMMARIZE_LAST :],
+            settings.HISTORY_BUDGET_CHARS,
+        )
         if not answers:
             raise ValidationError(
                 "There is nothing to summarize yet: this conversation has no answers.",
@@ -185,7 +190,10 @@ def history_for_query(query: Query) -> HistoryFor:
         ((t.backend_id, t.flow_id) for t in reversed(query.history) if t.backend_id is not None),
         None,
     )
-    exchanges = [Exchange(t.question, t.answer) for t in query.history if t.answer]
+    exchanges = conversation.exchanges_within(
+        [Exchange(t.question, t.answer) for t in query.history if t.answer],
+        settings.HISTORY_BUDGET_CHARS,
+    )
 
     def history_for(candidate: Candidate) -> Sequence[Exchange]:
         if last is None or last == (candidate.backend.id, candidate.flow.id):

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from flywheel import ids
 from flywheel.models import Tenant
 from routing.answering.query_input import QueryRequest
@@ -18,7 +20,7 @@ from routing.answering.sessions import (
 from routing.classification.cascade import IntentResult, Turn
 from routing.classification.query_type import QueryTypeDecision
 from routing.models import ANSWERED_OUTCOMES, Outcome
-from routing.recording.decision import DecisionData
+from routing.recording.decision import DecisionData, clipped
 from routing.selection.planning import Plan
 
 # Tasks that must finish even if the client that started them goes away.
@@ -85,7 +87,8 @@ class Query:
     def decision(self, outcome: str, **fields: Any) -> DecisionData:
         """The decision to record. An answer ready after its caller had gone is
         ``abandoned``: what the client got, not what routing achieved (the evidence
-        keeps that, as ``answered_as``)."""
+        keeps that, as ``answered_as``). The answer is kept to
+        FLYWHEEL_MAX_STORED_ANSWER_CHARS; the caller gets it whole."""
         evidence = self.evidence()
         if self.client_gone and outcome in ANSWERED_OUTCOMES:
             evidence["answered_as"] = outcome
@@ -96,6 +99,8 @@ class Query:
         # A session opened for this query whose id the caller never got (no answer) is
         # not kept: it would be a conversation nobody can continue or look up.
         opened_here = self.request.session_id is None and fields.get("answer") is None
+        if fields.get("answer") is not None:  # kept (turn, spool, cached turns) within bounds
+            fields["answer"] = clipped(fields["answer"], settings.MAX_STORED_ANSWER_CHARS)
         return DecisionData(
             request_id=self.request_id,
             tenant_id=self.tenant.pk,

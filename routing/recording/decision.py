@@ -8,6 +8,18 @@ from typing import Any
 
 from routing.selection.attempt import Attempt
 
+CLIPPED = "\n[… cut: {more} more characters]"
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` if it is at most ``limit`` characters, else its start and a note of how
+    much was cut, ``limit`` characters in all."""
+    if len(text) <= limit:
+        return text
+    note = CLIPPED.format(more=len(text) - limit)
+    kept = max(0, limit - len(note))
+    return (text[:kept] + CLIPPED.format(more=len(text) - kept))[:limit]
+
 
 @dataclass(frozen=True)
 class DecisionData:

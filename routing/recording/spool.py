@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from flywheel.jsonout import dumps
 from routing.recording.decision import DecisionData
 from routing.selection.attempt import Attempt
@@ -74,6 +76,7 @@ class Segment:
         self.path = path
         self.fd = fd
         self.appended = 0
+        self.bytes = 0
         self.settled = 0
         self.dirty = False
 
@@ -107,11 +110,14 @@ class Spool:
     """Append decisions, settle them once committed, replay what dead processes left."""
 
     ROTATE_ENTRIES = 1000  # a segment fully committed past this many entries is deleted
+    # ... or past this many bytes (FLYWHEEL_SPOOL_SEGMENT_BYTES): a file is deleted only
+    # whole, so one holding large decisions would otherwise grow with every entry.
     SYNC_SECONDS = 1.0
     REPLAY_BATCH = 200
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, rotate_bytes: int | None = None) -> None:
         self.directory = directory
+        self.rotate_bytes = settings.SPOOL_SEGMENT_BYTES if rotate_bytes is None else rotate_bytes
         self._lock = threading.Lock()
         self._current: Segment | None = None
         self._open: dict[Path, Segment] = {}
@@ -126,8 +132,9 @@ class Spool:
             segment = self._segment()
             os.write(segment.fd, line)
             segment.appended += 1
+            segment.bytes += len(line)
             segment.dirty = True
-            if segment.appended >= self.ROTATE_ENTRIES:
+            if segment.appended >= self.ROTATE_ENTRIES or segment.bytes >= self.rotate_bytes:
                 self._current = None  # the next decision opens a new segment
             return segment
 

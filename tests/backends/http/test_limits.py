@@ -15,8 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
+from backends.adapters.base import BackendConfig
+from backends.adapters.flowise import FlowiseBackend
+from backends.adapters.langflow import LangflowBackend
 from backends.errors import BackendError, BackendUnexpectedError
 from backends.http import HttpClient, NetworkTransport, Response, Transport
+from backends.http.limits import PROBE_BYTES
 from backends.http.transport import AiohttpTransport
 from tests.backends.http.test_transport import _response, server
 from tests.httpx_transport import HttpxTransport
@@ -31,7 +35,7 @@ def _client(url: str, transport: Transport) -> HttpClient:
     http = HttpClient(
         base_url=url, backend_name="local", error_mapper=map_error, transport=transport
     )
-    http.answer_bytes = http.stream_bytes = LIMIT
+    http.document_bytes = LIMIT
     return http
 
 
@@ -190,3 +194,106 @@ def test_the_client_bounds_what_any_transport_brings() -> None:
 
     assert isinstance(failed, BackendUnexpectedError)
     assert failed.details["failure"] == "too_large"
+
+
+# --- every client path of the adapters is bounded, against a server that sends 100 MB ---------
+
+HUNDRED_MB = 100 * 1024 * 1024
+FLOWISE_TOKEN = b'message:\ndata:{"event":"token","data":"' + b"x" * 4000 + b'"}\n\n'
+LANGFLOW_TOKEN = b'{"event": "token", "data": {"chunk": "' + b"x" * 4000 + b'", "id": "t"}}\n\n'
+
+
+def _flood(content_type: str, unit: bytes, sent: list[int]) -> Any:
+    """A handler answering 100 MB of ``unit``s (chunked), counting the bytes it got out;
+    it stops when the reader goes away."""
+
+    async def handler(request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n"
+        writer.write(head.encode() + b"\r\n")
+        block = unit * max(1, 65536 // len(unit))
+        written = 0
+        try:
+            while written < HUNDRED_MB and not writer.transport.is_closing():
+                writer.write(f"{len(block):x}\r\n".encode() + block + b"\r\n")
+                await writer.drain()
+                written += len(block)
+        finally:
+            sent.append(written)
+        writer.write(b"0\r\n\r\n")
+
+    return handler
+
+
+def _adapter(kind: str, url: str) -> Any:
+    config = BackendConfig(id=7, name="flood", kind=kind, base_url=url, api_key="sk-x")
+    # The product's own readers (the suite's default transport is built on httpx's mocks).
+    kind_class = FlowiseBackend if kind == "flowise" else LangflowBackend
+    return kind_class.build(config, transport=NetworkTransport())
+
+
+async def _drain_stream(adapter: Any) -> None:
+    async for _ in adapter.stream_flow("f1", "hi"):
+        pass
+
+
+PATHS = {
+    # path: (what it calls, what the server floods it with, the limit that applies)
+    "answer": (lambda a: a.execute_flow("f1", "hi"), "application/json", "answer"),
+    "stream": (_drain_stream, "text/event-stream", "answer"),
+    "discovery": (lambda a: a.discover_flows(), "application/json", "document"),
+    "flow": (lambda a: a.get_flow("f1"), "application/json", "document"),
+}
+
+
+@pytest.mark.parametrize("kind", ["flowise", "langflow"])
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_every_path_stops_reading_a_flood_at_its_limit(
+    kind: str, path: str, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    call, content_type, limit = PATHS[path]
+    settings.MAX_ANSWER_BYTES = 200_000
+    monkeypatch.setattr(HttpClient, "document_bytes", 300_000)
+    expected = 200_000 if limit == "answer" else 300_000
+    unit = {"flowise": FLOWISE_TOKEN, "langflow": LANGFLOW_TOKEN}[kind]
+    sent: list[int] = []
+
+    async def run() -> BaseException | None:
+        async with server(_flood(content_type, unit, sent)) as url:
+            adapter = _adapter(kind, url)
+            try:
+                await call(adapter)
+            except BackendError as err:
+                return err
+            finally:
+                await adapter.aclose()
+        return None
+
+    error = asyncio.run(run())
+
+    assert isinstance(error, BackendUnexpectedError)
+    assert (error.details["failure"], error.details["limit_bytes"]) == ("too_large", expected)
+    assert "'flood'" in error.message
+    assert str(expected) in error.message
+    # The reader stopped: far less than the 100 MB was ever sent (socket buffers aside).
+    assert sum(sent) < 20 * 1024 * 1024
+
+
+@pytest.mark.parametrize("kind", ["flowise", "langflow"])
+def test_a_health_probe_reads_no_more_than_a_probe_needs(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[int] = []
+
+    async def run() -> Any:
+        async with server(_flood("application/json", b"x" * 1000, sent)) as url:
+            adapter = _adapter(kind, url)
+            try:
+                return await adapter.health_check()
+            finally:
+                await adapter.aclose()
+
+    health = asyncio.run(run())
+
+    assert not health.ok
+    assert f"({PROBE_BYTES} bytes)" in health.error
+    assert sum(sent) < 20 * 1024 * 1024

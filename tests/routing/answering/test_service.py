@@ -17,12 +17,13 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from backends.models import Backend
+from flywheel.cache import shared_cache
 from flywheel.errors import ApplicationError, NotFoundError, ValidationError
 from flywheel.models import Tenant
 from routing.answering.conversation import answer_from_history
 from routing.answering.query_input import query_request
 from routing.answering.service import answer_question, answers_finish, stream_answer
-from routing.answering.sessions import PastTurn
+from routing.answering.sessions import SESSION_KEY, PastTurn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.install import defaults_load
 from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy, Turn
@@ -326,6 +327,49 @@ def test_turns_travel_only_when_the_backend_changes_and_at_most_five(
     assert all(f"and refactor part {i} too" in sent for i in range(5))
 
 
+def test_a_long_answer_reaches_the_caller_whole_and_is_kept_within_bounds(
+    world: World, tenant: Tenant, settings: Any
+) -> None:
+    settings.MAX_STORED_ANSWER_CHARS = 1_000
+    long = "word " * 1_000  # 5,000 characters
+    world.fw_route.mock(return_value=httpx.Response(200, json={"text": long}))
+
+    first = ask(tenant, question=REVIEW)
+    ask(tenant, question="and now?", session_id=first["session_id"], backend="lf")
+
+    assert first["answer"] == long
+    kept = Turn.objects.filter(session_id=first["session_id"]).order_by("created_at")[0].answer
+    assert len(kept) == 1_000
+    assert kept.startswith("word word")
+    assert kept.endswith("more characters]")
+    cached = shared_cache().get(SESSION_KEY.format(id=first["session_id"]))
+    assert len(cached["turns"][0]["answer"]) == 1_000
+    # What travels on with the conversation is what was kept.
+    assert kept in world.sent_to_langflow()["input_value"]
+    assert long not in world.sent_to_langflow()["input_value"]
+
+
+def test_the_history_sent_on_keeps_the_newest_turns_within_its_budget(
+    world: World, tenant: Tenant, settings: Any
+) -> None:
+    settings.HISTORY_BUDGET_CHARS = 600
+    answers = iter([f"answer {i} " + "z" * 200 for i in range(4)])
+    world.fw_route.mock(
+        side_effect=lambda request: httpx.Response(200, json={"text": next(answers)})
+    )
+    session = ask(tenant, question=REVIEW)["session_id"]
+    for i in range(3):
+        ask(tenant, question=f"and refactor part {i} too", session_id=session)
+
+    ask(tenant, question="and now?", session_id=session, backend="lf")
+
+    sent = world.sent_to_langflow()["input_value"]
+    assert "answer 3 " in sent  # the newest first
+    assert "answer 2 " in sent
+    assert "answer 0 " not in sent  # past the budget
+    assert REVIEW not in sent
+
+
 def test_an_unknown_session_is_not_found(world: World, tenant: Tenant) -> None:
     fails(tenant, NotFoundError, question=REVIEW, session_id="7c4e3a2b-1111-4222-8333-444455556666")
     fails(tenant, ValidationError, question=REVIEW, session_id="not-a-uuid")
@@ -356,6 +400,27 @@ def test_a_failing_primary_falls_back_to_the_next(world: World, tenant: Tenant) 
     assert routing["fallback_chain"][0]["error_type"] == "UnexpectedError"
     decision = RoutingDecision.objects.get()
     assert (decision.outcome, decision.backend) == ("fallback", world.lf)
+    records = PerformanceRecord.objects.order_by("id")
+    assert [(r.backend.name, r.success) for r in records] == [("fw", False), ("lf", True)]
+
+
+def test_an_answer_past_the_limit_falls_back_and_counts_against_its_backend(
+    world: World, tenant: Tenant, settings: Any
+) -> None:
+    settings.MAX_ANSWER_BYTES = 10_000
+    world.fw_route.mock(return_value=httpx.Response(200, json={"text": "x" * 20_000}))
+
+    body = ask(tenant, question=REVIEW)
+
+    assert body["answer"] == LF_ANSWER
+    failed = body["routing"]["fallback_chain"][0]
+    assert (failed["backend"], failed["ok"], failed["error_type"]) == (
+        "fw",
+        False,
+        "UnexpectedError",
+    )
+    assert "'fw'" in failed["error"]
+    assert "10000 bytes" in failed["error"]
     records = PerformanceRecord.objects.order_by("id")
     assert [(r.backend.name, r.success) for r in records] == [("fw", False), ("lf", True)]
 
@@ -445,6 +510,26 @@ def test_summarize_sends_the_last_three_answers(world: World, tenant: Tenant) ->
     assert "answer one" not in sent
     assert all(a in sent for a in ("answer two", "answer three", "answer four"))
     assert "in bullet points" in sent  # how the user wants it
+
+
+def test_summarize_sends_the_newest_answers_within_the_budget(
+    world: World, tenant: Tenant, settings: Any
+) -> None:
+    settings.HISTORY_BUDGET_CHARS = 300
+    answers = iter(["one " + "a" * 200, "two " + "b" * 200, "three " + "c" * 200, "a summary"])
+    world.fw_route.mock(
+        side_effect=lambda request: httpx.Response(200, json={"text": next(answers)})
+    )
+    session = ask(tenant, question=REVIEW)["session_id"]
+    for _ in range(2):
+        ask(tenant, question=REVIEW, session_id=session)
+
+    ask(tenant, question="summarize this conversation", session_id=session)
+
+    sent = world.sent_to_flowise()["question"]
+    assert "three " + "c" * 200 in sent  # the newest, whole
+    assert "one " not in sent
+    assert len(sent) < 300 + 300  # the budget, and the request's own words around it
 
 
 def test_summarize_without_answers_is_a_clear_error(world: World, tenant: Tenant) -> None:

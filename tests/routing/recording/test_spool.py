@@ -138,6 +138,24 @@ def test_a_live_process_segment_is_not_replayed(tenant: Tenant, tmp_path: Path) 
     assert RoutingDecision.objects.count() == 0
 
 
+def test_segments_rotate_by_size_and_a_committed_one_is_deleted(
+    tenant: Tenant, tmp_path: Path, settings: Any
+) -> None:
+    settings.SPOOL_SEGMENT_BYTES = 50_000
+    spool = decision_spool(tmp_path)
+    big = [decision(tenant.pk, answer="x" * 20_000) for _ in range(6)]
+
+    segments = [spool.append(data) for data in big]
+
+    # A segment is closed once it passes the bound: six 20 kB decisions make two files
+    # of three, where counting entries alone would have kept them all in one.
+    assert [segments.index(s) for s in segments] == [0, 0, 0, 3, 3, 3]
+    first = segments[0]
+    spool.settle(first, 3)
+    assert not first.path.exists()
+    assert spooled(spool.directory) == big[3:]
+
+
 @pytest.fixture
 def database_down(monkeypatch: pytest.MonkeyPatch) -> Any:
     """New connections fail as they do while PostgreSQL is stopped; undo() brings it back."""
