@@ -13,12 +13,14 @@ CLIPPED = "\n[… cut: {more} more characters]"
 
 def clipped(text: str, limit: int) -> str:
     """``text`` if it is at most ``limit`` characters, else its start and a note of how
-    much was cut, ``limit`` characters in all."""
+    much was cut, within ``limit`` characters (a limit too short for the note: the
+    start alone)."""
     if len(text) <= limit:
         return text
-    note = CLIPPED.format(more=len(text) - limit)
-    kept = max(0, limit - len(note))
-    return (text[:kept] + CLIPPED.format(more=len(text) - kept))[:limit]
+    kept = limit - len(CLIPPED.format(more=len(text)))  # the widest the note can be
+    if kept <= 0:
+        return text[:limit]
+    return text[:kept] + CLIPPED.format(more=len(text) - kept)
 
 
 @dataclass(frozen=True)

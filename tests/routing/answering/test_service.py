@@ -339,11 +339,11 @@ def test_a_long_answer_reaches_the_caller_whole_and_is_kept_within_bounds(
 
     assert first["answer"] == long
     kept = Turn.objects.filter(session_id=first["session_id"]).order_by("created_at")[0].answer
-    assert len(kept) == 1_000
+    assert 998 <= len(kept) <= 1_000
     assert kept.startswith("word word")
     assert kept.endswith("more characters]")
     cached = shared_cache().get(SESSION_KEY.format(id=first["session_id"]))
-    assert len(cached["turns"][0]["answer"]) == 1_000
+    assert cached["turns"][0]["answer"] == kept
     # What travels on with the conversation is what was kept.
     assert kept in world.sent_to_langflow()["input_value"]
     assert long not in world.sent_to_langflow()["input_value"]
