@@ -13,7 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from backends.adapters.base import DEFAULT_FLOW_TYPE, DiscoveredFlow, FlowRecord, timestamp
+from backends.adapters.base import DEFAULT_FLOW_TYPE, timestamp
+from backends.adapters.records import DiscoveredFlow, FlowRecord
 
 # Fields of a chatflow record that Flowise stores as JSON-encoded strings.
 _JSON_STRING_FIELDS = ("flowData", "apiConfig", "chatbotConfig", "analytic", "speechToText")

@@ -19,16 +19,16 @@ from typing import Any
 
 from backends.adapters.base import (
     UNTYPED,
-    DiscoveredFlow,
     Exchange,
     ExecutionResult,
     FlowBackend,
-    FlowRecord,
     HealthResult,
     StreamEvent,
     timestamp,
 )
+from backends.adapters.discovery import FlowsPage
 from backends.adapters.langflow_usage import run_usage
+from backends.adapters.records import DiscoveredFlow, FlowRecord
 from backends.errors import (
     BackendAuthenticationError,
     BackendError,
@@ -173,34 +173,27 @@ class LangflowBackend(FlowBackend):
         listed = ", ".join(named) + (f" and {more} more" if more else "")
         return self.http.clean(f"health check reports not ok: {listed}")
 
-    async def discover_flows(self) -> list[DiscoveredFlow]:
-        flows: list[DiscoveredFlow] = []
-        page = 1
-        while True:
-            response = await self.http.request(
-                "GET",
-                "/api/v1/flows/",
-                params={
-                    "get_all": "false",
-                    "header_flows": "true",
-                    "remove_example_flows": "true",
-                    "page": page,
-                    "size": PAGE_SIZE,
-                },
-            )
-            body = json_body(response, self.config.name)
-            try:
-                items = body.get("items") or []
-                flows.extend(
-                    discovered_flow(item) for item in items if not item.get("is_component")
-                )
-                last = page >= int(body.get("pages") or 0) or not items
-            except (AttributeError, KeyError, TypeError, ValueError) as err:
-                raise unreadable("Langflow", self.config.name, "flow list", response) from err
-            if last:
-                break
-            page += 1
-        return flows
+    async def _flows_page(self, number: int) -> FlowsPage:
+        response = await self.http.request(
+            "GET",
+            "/api/v1/flows/",
+            params={
+                "get_all": "false",
+                "header_flows": "true",
+                "remove_example_flows": "true",
+                "page": number,
+                "size": PAGE_SIZE,
+            },
+        )
+        body = json_body(response, self.config.name)
+        try:
+            items = body.get("items") or []
+            flows = [discovered_flow(item) for item in items if not item.get("is_component")]
+            components = [str(item["id"]) for item in items if item.get("is_component")]
+            last = number >= int(body.get("pages") or 0) or not items
+        except (AttributeError, KeyError, TypeError, ValueError) as err:
+            raise unreadable("Langflow", self.config.name, "flow list", response) from err
+        return FlowsPage(flows, last=last, others=components)
 
     # --- running flows ---------------------------------------------------------
 
@@ -284,7 +277,7 @@ class LangflowBackend(FlowBackend):
 
     # --- managing flows ----------------------------------------------------------
 
-    async def list_flows(self) -> list[FlowRecord]:
+    async def _list_flows(self) -> list[FlowRecord]:
         response = await self.http.request(
             "GET", "/api/v1/flows/", params={"get_all": "true", "remove_example_flows": "true"}
         )
@@ -293,7 +286,7 @@ class LangflowBackend(FlowBackend):
             raise unreadable("Langflow", self.config.name, "flow list", response)
         return [self._record(item, response) for item in body]
 
-    async def get_flow(self, flow_id: str) -> FlowRecord:
+    async def _get_flow(self, flow_id: str) -> FlowRecord:
         response = await self.http.request("GET", f"/api/v1/flows/{flow_id}")
         return self._record(json_body(response, self.config.name), response)
 
