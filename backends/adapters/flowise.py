@@ -43,7 +43,15 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import Response, describe, json_body, ms_since, reply_details, unreadable
+from backends.http import (
+    Response,
+    describe,
+    json_body,
+    loads,
+    ms_since,
+    reply_details,
+    unreadable,
+)
 
 PAGE_SIZE = 100
 CHATFLOW_TYPES = ("CHATFLOW", "AGENTFLOW", "MULTIAGENT", "ASSISTANT")
@@ -370,7 +378,7 @@ async def _sse_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
         if not line.startswith("data:"):
             continue  # "message:" lines, ":heartbeat" comments, blank separators
         try:
-            event = json.loads(line[len("data:") :])
+            event = loads(line[len("data:") :])
         except ValueError:
             continue
         if isinstance(event, dict):

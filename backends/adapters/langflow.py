@@ -11,7 +11,6 @@ Token usage is read in langflow_usage.py, beside this module.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -37,7 +36,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import Response, describe, json_body, ms_since, unreadable
+from backends.http import Response, describe, json_body, loads, ms_since, unreadable
 
 PAGE_SIZE = 100  # Langflow's maximum page size
 # A health key worth naming in a failed probe; anything else is only counted.
@@ -49,7 +48,7 @@ def error_message(detail: Any) -> str:
     "" for anything else."""
     if isinstance(detail, str):
         try:
-            inner = json.loads(detail)
+            inner = loads(detail)
         except ValueError:
             return detail
         if isinstance(inner, dict) and inner.get("message"):
@@ -340,7 +339,7 @@ async def _json_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
         if not line:
             continue
         try:
-            event = json.loads(line)
+            event = loads(line)
         except ValueError:
             continue
         if isinstance(event, dict):

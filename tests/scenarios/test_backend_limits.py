@@ -186,3 +186,18 @@ def test_discovery_keeps_the_good_flows_and_counts_the_skipped(
     assert (report["added"], report["total"], report["skipped"]) == (2, 2, 3)
     names = set(Flow.objects.filter(backend=own).values_list("name", flat=True))
     assert names == {"good one", "good two"}
+
+
+@respx.mock
+def test_a_record_nested_too_deeply_is_a_502_not_a_500(api_client: APIClient, own: Backend) -> None:
+    Flow.objects.create(backend=own, external_id=RECORD["id"], name="deep")
+    deep = "[" * 100_000 + "]" * 100_000
+    respx.get(f"{URL}/api/v1/chatflows/{RECORD['id']}").mock(
+        return_value=httpx.Response(200, text=deep, headers={"content-type": "application/json"})
+    )
+
+    result = api_client.get(f"/api/v1/chatflows/{RECORD['id']}?backend=own")
+
+    error = _error(result)
+    assert result.status_code == 502
+    assert error["details"]["backend"] == "own"
