@@ -185,8 +185,7 @@ class BackendDiscoveryAdmin(BackendAdmin):
             else:
                 self.message_user(
                     request,
-                    f"{report.backend}: {report.added} added, {report.updated} updated, "
-                    f"{report.removed} removed",
+                    f"{report.backend}: {report.counts}",
                     messages.SUCCESS,
                 )
 

@@ -65,6 +65,10 @@ class DiscoveryReportSerializer(serializers.Serializer):
     updated = serializers.IntegerField()
     removed = serializers.IntegerField()
     unchanged = serializers.IntegerField()
+    skipped = serializers.IntegerField(
+        help_text="Flows the backend listed that Flywheel cannot keep (a field past its "
+        "limit, a NUL character): not discovered, each logged with the field."
+    )
     total = serializers.IntegerField()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from backends.adapters.records import ID_CHARS, NAME_CHARS, TYPE_CHARS
 from backends.models import Backend
 
 
@@ -33,14 +34,20 @@ class Flow(models.Model):
     """
 
     backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="flows")
-    external_id = models.CharField(max_length=200, help_text="The backend's own id for the flow.")
-    name = models.CharField(max_length=300)
+    # Widths the adapters hold every record to (backends/adapters/records.py), so a
+    # backend's record that does not fit is refused there, by name, not here.
+    external_id = models.CharField(
+        max_length=ID_CHARS, help_text="The backend's own id for the flow."
+    )
+    name = models.CharField(max_length=NAME_CHARS)
     flow_type = models.CharField(
-        max_length=30, blank=True, help_text="CHATFLOW, AGENTFLOW, MULTIAGENT, ASSISTANT, FLOW…"
+        max_length=TYPE_CHARS,
+        blank=True,
+        help_text="CHATFLOW, AGENTFLOW, MULTIAGENT, ASSISTANT, FLOW…",
     )
     deployed = models.BooleanField(default=False)
-    description = models.TextField(blank=True)
-    endpoint_name = models.CharField(max_length=300, blank=True)
+    description = models.TextField(blank=True)  # FLYWHEEL_RECORD_FIELD_MAX_BYTES at most
+    endpoint_name = models.CharField(max_length=NAME_CHARS, blank=True)
     intent_keywords = models.JSONField(
         default=list, blank=True, help_text="Intent slugs and keywords this flow serves."
     )

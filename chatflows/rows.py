@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from backends.adapters.base import DiscoveredFlow
+from backends.adapters.records import DiscoveredFlow
 from backends.models import Backend
 from chatflows.keywords import flow_keywords
 from chatflows.models import Flow

@@ -8,14 +8,14 @@ and the admin's "discover flows now" action (chatflows/admin.py).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
 from backends.adapters import get_adapter
-from backends.adapters.base import DiscoveredFlow
+from backends.adapters.records import DiscoveredFlow
 from backends.errors import BackendError
 from backends.models import Backend
 from backends.on_demand import DISCOVERY, on_demand_run
@@ -29,15 +29,25 @@ from flywheel.models import Tenant
 
 @dataclass(frozen=True)
 class DiscoveryReport:
+    """One backend's discovery: ``skipped`` counts the records it listed that Flywheel
+    cannot keep (a field past its limit, a NUL character), each logged by name."""
+
     backend: str
     added: int
     updated: int
     removed: int
     unchanged: int
+    skipped: int = 0
 
     @property
     def total(self) -> int:
         return self.added + self.updated + self.unchanged
+
+    @property
+    def counts(self) -> str:
+        """The changes in words, for a person (the command, the admin)."""
+        words = f"{self.added} added, {self.updated} updated, {self.removed} removed"
+        return words + (f", {self.skipped} skipped (see the log)" if self.skipped else "")
 
 
 @transaction.atomic
@@ -73,11 +83,15 @@ def flows_sync(*, backend: Backend, discovered: Iterable[DiscoveredFlow]) -> Dis
 
 
 async def adiscover(backend: Backend) -> DiscoveryReport:
-    """Discover one backend's flows, store them and publish them for routing."""
-    discovered = await get_adapter(backend_config(backend)).discover_flows()
-    report = await sync_to_async(flows_sync)(backend=backend, discovered=discovered)
+    """Discover one backend's flows, store them and publish them for routing.
+
+    Records the adapter skipped are counted in the report; past a discovery limit it
+    raises BackendUnexpectedError and the rows stay as they were.
+    """
+    found = await get_adapter(backend_config(backend)).discover_flows()
+    report = await sync_to_async(flows_sync)(backend=backend, discovered=found.flows)
     await sync_to_async(snapshot.publish_flows)()
-    return report
+    return replace(report, skipped=len(found.skipped))
 
 
 async def adiscover_all(

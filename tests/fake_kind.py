@@ -17,15 +17,15 @@ import httpx
 
 from backends.adapters.base import (
     UNTYPED,
-    DiscoveredFlow,
     Exchange,
     ExecutionResult,
     FlowBackend,
-    FlowRecord,
     HealthResult,
     StreamEvent,
     timestamp,
 )
+from backends.adapters.discovery import FlowsPage
+from backends.adapters.records import DiscoveredFlow, FlowRecord
 from backends.errors import (
     BackendAuthenticationError,
     BackendError,
@@ -97,9 +97,10 @@ class FakeBackend(FlowBackend):
         ok = json_body(response, self.config.name) == {"ok": True}
         return HealthResult(ok, ms_since(started), "" if ok else "unexpected ping answer")
 
-    async def discover_flows(self) -> list[DiscoveredFlow]:
+    async def _flows_page(self, number: int) -> FlowsPage:
+        # This server does not paginate: its whole list is page 1, the last.
         response = await self.http.request("GET", "/flows")
-        return [_discovered(item) for item in self._body(response)["flows"]]
+        return FlowsPage([_discovered(item) for item in self._body(response)["flows"]], last=True)
 
     async def execute_flow(
         self,
@@ -130,11 +131,11 @@ class FakeBackend(FlowBackend):
         yield StreamEvent("chunk", result.text)
         yield StreamEvent("end", result.text, result.session_id)
 
-    async def list_flows(self) -> list[FlowRecord]:
+    async def _list_flows(self) -> list[FlowRecord]:
         response = await self.http.request("GET", "/flows")
         return [_record(item) for item in self._body(response)["flows"]]
 
-    async def get_flow(self, flow_id: str) -> FlowRecord:
+    async def _get_flow(self, flow_id: str) -> FlowRecord:
         return _record(self._body(await self.http.request("GET", f"/flows/{flow_id}")))
 
     async def _create_flow(

@@ -14,8 +14,11 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self, TypeVar
 
+from backends.adapters.discovery import Discovery, FlowsPage, discover, too_many_flows
+from backends.adapters.records import FlowRecord, record_problem
 from backends.errors import BackendError, BackendUnsupportedError
 from backends.http import HttpClient, Response, Transport
+from backends.http.limits import discovery_max_flows
 
 _Number = TypeVar("_Number", int, float)
 
@@ -65,38 +68,6 @@ class HealthResult:
     ok: bool
     latency_ms: float
     error: str = ""
-
-
-@dataclass(frozen=True)
-class DiscoveredFlow:
-    external_id: str
-    name: str
-    flow_type: str = ""
-    deployed: bool = True
-    description: str = ""
-    endpoint_name: str = ""
-
-
-@dataclass(frozen=True)
-class FlowRecord:
-    """A flow as its backend has it now, in the one shape every door shows (seed 003).
-
-    Nothing else of the server's record leaves the adapter (Flowise keeps key
-    ids and webhook secrets there). ``flow_data`` is the flow's definition as
-    the server holds it, decoded (``{"nodes", "edges", ...}``), or None;
-    ``discovered`` is what Flywheel's Flow row keeps of it, exactly as
-    discovery would have stored it.
-    """
-
-    id: str
-    name: str
-    type: str
-    deployed: bool
-    description: str
-    created: str | None
-    updated: str | None
-    flow_data: Any
-    discovered: DiscoveredFlow
 
 
 def timestamp(value: Any) -> str | None:
@@ -237,9 +208,18 @@ class FlowBackend(abc.ABC):
         The error is Flywheel's description of what went wrong, never the reply's body.
         """
 
+    async def discover_flows(self) -> Discovery:
+        """Every flow on the server, a page at a time, within the discovery limits: the
+        flows Flywheel can keep, and the records it skipped (backends/adapters/discovery.py).
+
+        Raises BackendUnexpectedError past a limit (``failure: too_large``).
+        """
+        return await discover(self, self._flows_page)
+
     @abc.abstractmethod
-    async def discover_flows(self) -> list[DiscoveredFlow]:
-        """Every flow on the server, one request per page."""
+    async def _flows_page(self, number: int) -> FlowsPage:
+        """Page ``number`` (from 1) of the server's flow list, one request; a server that
+        does not paginate answers its whole list as page 1, the last."""
 
     @abc.abstractmethod
     async def execute_flow(
@@ -288,13 +268,39 @@ class FlowBackend(abc.ABC):
 
     # --- managing flows (seed 003) -------------------------------------------------
 
-    @abc.abstractmethod
     async def list_flows(self) -> list[FlowRecord]:
-        """Every flow on the server, in one read (discover_flows pages through them)."""
+        """Every flow on the server, in one read (discover_flows pages through them).
+
+        Each record is checked as get_flow's are; more than discovery takes
+        (FLYWHEEL_DISCOVERY_MAX_FLOWS) is a BackendUnexpectedError.
+        """
+        records = await self._list_flows()
+        limit = discovery_max_flows()
+        if len(records) > limit:
+            raise too_many_flows(self, limit)
+        return [self.checked(record) for record in records]
+
+    async def get_flow(self, flow_id: str) -> FlowRecord:
+        """One flow, with its definition; a record that does not fit what Flywheel keeps
+        and shows is a BackendUnexpectedError naming the field (checked())."""
+        return self.checked(await self._get_flow(flow_id))
+
+    def checked(self, record: FlowRecord) -> FlowRecord:
+        """``record``, if every field fits (backends/adapters/records.py); else raises
+        BackendUnexpectedError (502) naming the backend and the field."""
+        problem = record_problem(record)
+        if problem is None:
+            return record
+        error = problem.error(label=self.label, backend=self.config.name)
+        raise self.http.clean_error(error)
 
     @abc.abstractmethod
-    async def get_flow(self, flow_id: str) -> FlowRecord:
-        """One flow, with its definition."""
+    async def _list_flows(self) -> list[FlowRecord]:
+        """The server's whole flow list, in one read."""
+
+    @abc.abstractmethod
+    async def _get_flow(self, flow_id: str) -> FlowRecord:
+        """The server's record of one flow, with its definition."""
 
     async def create_flow(
         self,
@@ -316,8 +322,10 @@ class FlowBackend(abc.ABC):
             raise self.unsupported(
                 self.config.name, f"undeployed flows (every {self.label} flow can run)"
             )
-        return await self._create_flow(
-            name=name, flow_data=flow_data, flow_type=flow_type, deployed=deployed
+        return self.checked(
+            await self._create_flow(
+                name=name, flow_data=flow_data, flow_type=flow_type, deployed=deployed
+            )
         )
 
     async def update_flow(
@@ -336,8 +344,10 @@ class FlowBackend(abc.ABC):
         """
         if deployed is not None and not self.deployable:
             raise self._no_deployment()
-        return await self._update_flow(
-            flow_id, name=name, flow_data=flow_data, description=description, deployed=deployed
+        return self.checked(
+            await self._update_flow(
+                flow_id, name=name, flow_data=flow_data, description=description, deployed=deployed
+            )
         )
 
     async def deploy_flow(self, flow_id: str, deployed: bool = True) -> FlowRecord:

@@ -19,15 +19,14 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from backends.adapters.base import (
-    DiscoveredFlow,
     Exchange,
     ExecutionResult,
     FlowBackend,
-    FlowRecord,
     HealthResult,
     StreamEvent,
     Usage,
 )
+from backends.adapters.discovery import FlowsPage
 from backends.adapters.flowise_records import (
     decode_record,
     discovered_flow,
@@ -35,6 +34,7 @@ from backends.adapters.flowise_records import (
     flow_record,
 )
 from backends.adapters.flowise_usage import executed_data_usage, stream_usage, usage_metadata
+from backends.adapters.records import DiscoveredFlow, FlowRecord
 from backends.errors import (
     BackendAuthenticationError,
     BackendError,
@@ -43,7 +43,15 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import Response, describe, json_body, ms_since, reply_details, unreadable
+from backends.http import (
+    Response,
+    describe,
+    json_body,
+    loads,
+    ms_since,
+    reply_details,
+    unreadable,
+)
 from backends.http.limits import PROBE_BYTES, answer_bytes
 
 PAGE_SIZE = 100
@@ -162,24 +170,22 @@ class FlowiseBackend(FlowBackend):
             return HealthResult(False, latency, f"unexpected ping answer ({describe(response)})")
         return HealthResult(True, latency)
 
-    async def discover_flows(self) -> list[DiscoveredFlow]:
-        records: list[dict[str, Any]] = []
-        page = 1
-        while True:
-            response = await self.http.request(
-                "GET", "/api/v1/chatflows", params={"page": page, "limit": PAGE_SIZE}
-            )
-            body = _json_or_not_found(response, self.config.name)
-            if isinstance(body, list):  # a server that does not paginate sends everything
-                records.extend(body)
-                break
-            if not isinstance(body, dict):
-                raise unreadable("Flowise", self.config.name, "flow list", response)
-            chunk = body.get("data") or []
-            records.extend(chunk)
-            if not chunk or len(records) >= _int(body.get("total")):
-                break
-            page += 1
+    async def _flows_page(self, number: int) -> FlowsPage:
+        response = await self.http.request(
+            "GET", "/api/v1/chatflows", params={"page": number, "limit": PAGE_SIZE}
+        )
+        body = _json_or_not_found(response, self.config.name)
+        if isinstance(body, list):  # a server that does not paginate sends everything
+            return FlowsPage(self._discovered(body, response), last=True)
+        if not isinstance(body, dict):
+            raise unreadable("Flowise", self.config.name, "flow list", response)
+        chunk = body.get("data") or []
+        if not isinstance(chunk, list):
+            raise unreadable("Flowise", self.config.name, "flow list", response)
+        flows = self._discovered(chunk, response)
+        return FlowsPage(flows, last=not chunk, total=_int(body.get("total")))
+
+    def _discovered(self, records: list[Any], response: Response) -> list[DiscoveredFlow]:
         try:
             return [discovered_flow(record) for record in records]
         except (KeyError, TypeError) as err:
@@ -270,14 +276,14 @@ class FlowiseBackend(FlowBackend):
 
     # --- managing chatflows ------------------------------------------------------
 
-    async def list_flows(self) -> list[FlowRecord]:
+    async def _list_flows(self) -> list[FlowRecord]:
         response = await self.http.request("GET", "/api/v1/chatflows")
         body = _json_or_not_found(response, self.config.name)
         if not isinstance(body, list):
             raise unreadable("Flowise", self.config.name, "flow list", response)
         return [self._record(item, response) for item in body]
 
-    async def get_flow(self, flow_id: str) -> FlowRecord:
+    async def _get_flow(self, flow_id: str) -> FlowRecord:
         response = await self.http.request("GET", f"/api/v1/chatflows/{flow_id}")
         return self._record(_json_or_not_found(response, self.config.name), response)
 
@@ -379,7 +385,7 @@ async def _sse_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
         if not line.startswith("data:"):
             continue  # "message:" lines, ":heartbeat" comments, blank separators
         try:
-            event = json.loads(line[len("data:") :])
+            event = loads(line[len("data:") :])
         except ValueError:
             continue
         if isinstance(event, dict):

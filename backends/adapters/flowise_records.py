@@ -13,7 +13,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from backends.adapters.base import DEFAULT_FLOW_TYPE, DiscoveredFlow, FlowRecord, timestamp
+from backends.adapters.base import DEFAULT_FLOW_TYPE, timestamp
+from backends.adapters.records import DiscoveredFlow, FlowRecord
+from backends.http import loads
 
 # Fields of a chatflow record that Flowise stores as JSON-encoded strings.
 _JSON_STRING_FIELDS = ("flowData", "apiConfig", "chatbotConfig", "analytic", "speechToText")
@@ -27,7 +29,7 @@ def decode_record(record: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, str) and value:
             # Keep what the server has if it is not JSON after all.
             with contextlib.suppress(ValueError):
-                decoded[name] = json.loads(value)
+                decoded[name] = loads(value)
     return decoded
 
 

@@ -11,7 +11,6 @@ Token usage is read in langflow_usage.py, beside this module.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -19,16 +18,16 @@ from typing import Any
 
 from backends.adapters.base import (
     UNTYPED,
-    DiscoveredFlow,
     Exchange,
     ExecutionResult,
     FlowBackend,
-    FlowRecord,
     HealthResult,
     StreamEvent,
     timestamp,
 )
+from backends.adapters.discovery import FlowsPage
 from backends.adapters.langflow_usage import run_usage
+from backends.adapters.records import DiscoveredFlow, FlowRecord
 from backends.errors import (
     BackendAuthenticationError,
     BackendError,
@@ -37,7 +36,7 @@ from backends.errors import (
     BackendUnexpectedError,
     BackendValidationError,
 )
-from backends.http import Response, describe, json_body, ms_since, unreadable
+from backends.http import Response, describe, json_body, loads, ms_since, unreadable
 from backends.http.limits import PROBE_BYTES, answer_bytes
 
 PAGE_SIZE = 100  # Langflow's maximum page size
@@ -50,7 +49,7 @@ def error_message(detail: Any) -> str:
     "" for anything else."""
     if isinstance(detail, str):
         try:
-            inner = json.loads(detail)
+            inner = loads(detail)
         except ValueError:
             return detail
         if isinstance(inner, dict) and inner.get("message"):
@@ -176,34 +175,27 @@ class LangflowBackend(FlowBackend):
         listed = ", ".join(named) + (f" and {more} more" if more else "")
         return self.http.clean(f"health check reports not ok: {listed}")
 
-    async def discover_flows(self) -> list[DiscoveredFlow]:
-        flows: list[DiscoveredFlow] = []
-        page = 1
-        while True:
-            response = await self.http.request(
-                "GET",
-                "/api/v1/flows/",
-                params={
-                    "get_all": "false",
-                    "header_flows": "true",
-                    "remove_example_flows": "true",
-                    "page": page,
-                    "size": PAGE_SIZE,
-                },
-            )
-            body = json_body(response, self.config.name)
-            try:
-                items = body.get("items") or []
-                flows.extend(
-                    discovered_flow(item) for item in items if not item.get("is_component")
-                )
-                last = page >= int(body.get("pages") or 0) or not items
-            except (AttributeError, KeyError, TypeError, ValueError) as err:
-                raise unreadable("Langflow", self.config.name, "flow list", response) from err
-            if last:
-                break
-            page += 1
-        return flows
+    async def _flows_page(self, number: int) -> FlowsPage:
+        response = await self.http.request(
+            "GET",
+            "/api/v1/flows/",
+            params={
+                "get_all": "false",
+                "header_flows": "true",
+                "remove_example_flows": "true",
+                "page": number,
+                "size": PAGE_SIZE,
+            },
+        )
+        body = json_body(response, self.config.name)
+        try:
+            items = body.get("items") or []
+            flows = [discovered_flow(item) for item in items if not item.get("is_component")]
+            components = [str(item["id"]) for item in items if item.get("is_component")]
+            last = number >= int(body.get("pages") or 0) or not items
+        except (AttributeError, KeyError, TypeError, ValueError) as err:
+            raise unreadable("Langflow", self.config.name, "flow list", response) from err
+        return FlowsPage(flows, last=last, others=components)
 
     # --- running flows ---------------------------------------------------------
 
@@ -289,7 +281,7 @@ class LangflowBackend(FlowBackend):
 
     # --- managing flows ----------------------------------------------------------
 
-    async def list_flows(self) -> list[FlowRecord]:
+    async def _list_flows(self) -> list[FlowRecord]:
         response = await self.http.request(
             "GET", "/api/v1/flows/", params={"get_all": "true", "remove_example_flows": "true"}
         )
@@ -298,7 +290,7 @@ class LangflowBackend(FlowBackend):
             raise unreadable("Langflow", self.config.name, "flow list", response)
         return [self._record(item, response) for item in body]
 
-    async def get_flow(self, flow_id: str) -> FlowRecord:
+    async def _get_flow(self, flow_id: str) -> FlowRecord:
         response = await self.http.request("GET", f"/api/v1/flows/{flow_id}")
         return self._record(json_body(response, self.config.name), response)
 
@@ -352,7 +344,7 @@ async def _json_events(response: Response) -> AsyncIterator[tuple[str, Any]]:
         if not line:
             continue
         try:
-            event = json.loads(line)
+            event = loads(line)
         except ValueError:
             continue
         if isinstance(event, dict):

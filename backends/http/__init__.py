@@ -7,7 +7,8 @@ holds this). Inside:
 - client.py: :class:`HttpClient`, one pooled client per server: timeouts, a
   bounded retry budget, typed errors, credentials scrubbed from what it says;
 - transport.py: the request and response values every transport trades in,
-  and aiohttp carrying TLS and streamed answers;
+  reading a server's JSON (``loads``), and aiohttp carrying TLS and streamed
+  answers;
 - plain.py: whole requests over kept-alive HTTP/1.1 parsed by httptools (the
   query path's backend call), and NetworkTransport choosing between the two;
 - limits.py: every timeout, pool size and retry budget;
@@ -45,6 +46,7 @@ from backends.http.transport import (
     Transport,
     TransportError,
     TransportTimeout,
+    loads,
 )
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "describe",
     "endpoint_client",
     "json_body",
+    "loads",
     "ms_since",
     "reply_details",
     "unreadable",

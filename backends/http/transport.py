@@ -67,6 +67,19 @@ class TransportTimeout(TransportError):
     kind = "timeout"
 
 
+def loads(text: str | bytes) -> Any:
+    """JSON a server sent; ValueError when it is not JSON, or nests too deeply to read.
+
+    The json module recurses: ``[[[...]]]`` a few thousand levels deep raises
+    RecursionError, which would escape every ``except ValueError`` that reads a
+    backend's JSON and answer 500. Every read of what a server sends goes here.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError as err:
+        raise ValueError("the JSON nests too deeply to read") from err
+
+
 def too_large(limit: int) -> TransportError:
     """The error for an answer past ``limit`` bytes (reading it stops there)."""
     return TransportError(f"the answer is larger than {limit} bytes", "too_large")
@@ -140,8 +153,8 @@ class Response:
         return self.content.decode(self.encoding, errors="replace")
 
     def json(self) -> Any:
-        """The body as JSON; ValueError when it is not."""
-        return json.loads(self.content)
+        """The body as JSON; ValueError when it is not (see :func:`loads`)."""
+        return loads(self.content)
 
     async def aread(self) -> bytes:
         if self._content is None:

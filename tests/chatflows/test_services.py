@@ -11,7 +11,7 @@ from django.apps import apps
 from django.core.management import call_command
 from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
 
-from backends.adapters.base import DiscoveredFlow
+from backends.adapters.records import DiscoveredFlow
 from backends.models import Backend
 from chatflows import snapshot
 from chatflows.models import Flow

@@ -37,6 +37,8 @@ def _start_django(**env: str) -> subprocess.CompletedProcess[str]:
         ("CELERY_TASK_SOFT_TIME_LIMIT", "soon"),
         ("FLYWHEEL_LOG_LEVEL", "LOUD"),
         ("FLYWHEEL_READINESS_TIMEOUT", "0"),
+        ("FLYWHEEL_DISCOVERY_MAX_PAGES", "0"),
+        ("FLYWHEEL_RECORD_FIELD_MAX_BYTES", "64k"),
     ],
 )
 def test_start_up_stops_naming_the_bad_variable(variable: str, value: str) -> None:

@@ -39,7 +39,7 @@ async def test_health_check_answers(flowise: FlowiseBackend) -> None:
 
 
 async def test_discovery_finds_the_seeded_flows(flowise: FlowiseBackend, peers) -> None:
-    flows = {f.external_id: f for f in await flowise.discover_flows()}
+    flows = {f.external_id: f for f in (await flowise.discover_flows()).flows}
 
     assert flows[peers["FLOWISE_AGENTFLOW_ID"]].flow_type == "AGENTFLOW"
     assert flows[peers["FLOWISE_CHATFLOW_ID"]].flow_type == "CHATFLOW"

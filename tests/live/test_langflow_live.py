@@ -35,7 +35,7 @@ async def test_health_check_answers(langflow: LangflowBackend) -> None:
 
 
 async def test_discovery_finds_the_seeded_flows(langflow: LangflowBackend, peers) -> None:
-    flows = {f.external_id: f for f in await langflow.discover_flows()}
+    flows = {f.external_id: f for f in (await langflow.discover_flows()).flows}
 
     assert flows[peers["LANGFLOW_ECHO_FLOW_ID"]].endpoint_name == "echo"
     assert flows[peers["LANGFLOW_PROMPT_FLOW_ID"]].endpoint_name == "echo-prompt"

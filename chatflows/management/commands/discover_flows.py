@@ -33,9 +33,6 @@ class Command(BaseCommand):
                 failed += 1
                 self.stdout.write(f"{backend.name}: failed: {report.message}")
                 continue
-            self.stdout.write(
-                f"{backend.name}: {report.total} flow(s): {report.added} added, "
-                f"{report.updated} updated, {report.removed} removed"
-            )
+            self.stdout.write(f"{backend.name}: {report.total} flow(s): {report.counts}")
         if failed:
             raise CommandError(f"Discovery failed for {failed} backend(s).")

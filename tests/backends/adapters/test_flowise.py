@@ -87,7 +87,7 @@ async def test_discovery_asks_once_per_page() -> None:
         sent.append(request)
         return response("flowise", pages[request.url.params["page"]])
 
-    flows = await adapter(handle).discover_flows()
+    flows = (await adapter(handle).discover_flows()).flows
 
     assert [f.name for f in flows] == ["echo-agentflow", "echo-chatflow"]
     assert [f.flow_type for f in flows] == ["AGENTFLOW", "CHATFLOW"]
@@ -107,7 +107,7 @@ async def test_discovering_200_flows_costs_two_requests() -> None:
         chunk = records[(page - 1) * limit : page * limit]
         return httpx.Response(200, json={"data": chunk, "total": len(records)})
 
-    flows = await adapter(handle).discover_flows()
+    flows = (await adapter(handle).discover_flows()).flows
 
     assert len(flows) == 200
     assert len({f.external_id for f in flows}) == 200

@@ -68,7 +68,7 @@ async def test_discovery_pages_through_header_flows_with_the_key() -> None:
         sent.append(request)
         return response("langflow", pages[request.url.params["page"]])
 
-    flows = await adapter(handle).discover_flows()
+    flows = (await adapter(handle).discover_flows()).flows
 
     assert [(f.name, f.endpoint_name) for f in flows] == [
         ("echo", "echo"),
@@ -99,7 +99,7 @@ async def test_discovering_200_flows_costs_two_requests() -> None:
             },
         )
 
-    flows = await adapter(handle).discover_flows()
+    flows = (await adapter(handle).discover_flows()).flows
 
     assert len(flows) == 200
     assert len(sent) == 2
