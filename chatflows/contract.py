@@ -12,13 +12,13 @@ these types, whichever door it came through, so nothing checks them twice.
 from __future__ import annotations
 
 import json
-import re
 from typing import Annotated, Any, Literal, Required
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from backends.adapters import kinds
+from backends.adapters.records import FLOW_ID, ID_CHARS
 from flywheel.contract import NOT_BLANK, PY_SPACE, Contract, Says, refuse
 from flywheel.errors import ValidationError
 from flywheel.jsonin import string_problem
@@ -28,8 +28,7 @@ MAX_NAME = 255
 MAX_FLOW_DATA_BYTES = 1_000_000
 MIN_DESCRIPTION = 10
 MAX_DESCRIPTION = 10_000
-MAX_FLOW_ID = 200  # as Flow.external_id
-FLOW_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{MAX_FLOW_ID - 1}}}")
+MAX_FLOW_ID = ID_CHARS  # as Flow.external_id
 MAX_BACKEND = 100
 
 
@@ -71,7 +70,7 @@ def _flow_data(value: str) -> str:
         data = json.loads(value)
     except json.JSONDecodeError as err:
         raise refuse(f"flow_data is not valid JSON: {err.msg}.", "json", "(not JSON)") from err
-    except ValueError as err:  # e.g. a number too long to convert
+    except (ValueError, RecursionError) as err:  # a number too long, nesting too deep
         raise refuse("flow_data is not valid JSON.", "json", "(not JSON)") from err
     if not isinstance(data, dict):
         raise refuse("flow_data must be a JSON object.", "object", "(not an object)")

@@ -260,6 +260,14 @@ MAX_STORED_ANSWER_CHARS = read("FLYWHEEL_MAX_STORED_ANSWER_CHARS", as_positive_i
 HISTORY_BUDGET_CHARS = read("FLYWHEEL_HISTORY_BUDGET_CHARS", as_positive_int, 32_000)
 # A decision spool segment is closed past this many bytes (or 1,000 decisions).
 SPOOL_SEGMENT_BYTES = read("FLYWHEEL_SPOOL_SEGMENT_BYTES", as_positive_int, 64 * 1024 * 1024)
+# Discovery asks for at most this many pages of 100 flows, and takes at most this many
+# flows in all; past either it fails, naming the backend and the limit.
+DISCOVERY_MAX_PAGES = read("FLYWHEEL_DISCOVERY_MAX_PAGES", as_positive_int, 100)
+DISCOVERY_MAX_FLOWS = read("FLYWHEEL_DISCOVERY_MAX_FLOWS", as_positive_int, 10_000)
+# A flow record's text fields (its description, its dates) and its flowData, in UTF-8
+# bytes; a record past them is refused (its id, name and type have the Flow row's widths).
+RECORD_FIELD_MAX_BYTES = read("FLYWHEEL_RECORD_FIELD_MAX_BYTES", as_positive_int, 64 * 1024)
+FLOW_DATA_MAX_BYTES = read("FLYWHEEL_FLOW_DATA_MAX_BYTES", as_positive_int, 4 * 1024 * 1024)
 
 # --- Flywheel --------------------------------------------------------------------
 # How long /readyz waits for each dependency before calling it down.
@@ -312,13 +320,3 @@ RATE_LIMIT = read("FLYWHEEL_RATE_LIMIT", as_rate, _DEFAULT_RATE_LIMIT)
 # Failed authentications per client address before it is told to wait.
 _DEFAULT_AUTH_FAILURE_LIMIT: tuple[int, int] | None = (30, 60)
 AUTH_FAILURE_LIMIT = read("FLYWHEEL_AUTH_FAILURE_LIMIT", as_rate, _DEFAULT_AUTH_FAILURE_LIMIT)
-
-# --- What Flywheel reads of a backend's flows (backends/http/limits.py reads these) -------
-# Discovery asks for at most this many pages of 100 flows, and takes at most this many
-# flows in all; past either it fails, naming the backend and the limit.
-DISCOVERY_MAX_PAGES = read("FLYWHEEL_DISCOVERY_MAX_PAGES", as_positive_int, 100)
-DISCOVERY_MAX_FLOWS = read("FLYWHEEL_DISCOVERY_MAX_FLOWS", as_positive_int, 10_000)
-# A flow record's text fields (its description, its dates) and its flowData, in UTF-8
-# bytes; a record past them is refused (its id, name and type have the Flow row's widths).
-RECORD_FIELD_MAX_BYTES = read("FLYWHEEL_RECORD_FIELD_MAX_BYTES", as_positive_int, 64 * 1024)
-FLOW_DATA_MAX_BYTES = read("FLYWHEEL_FLOW_DATA_MAX_BYTES", as_positive_int, 4 * 1024 * 1024)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,10 @@ from backends.http.limits import (
 from flywheel.jsonin import string_problem
 
 ID_CHARS = 200  # Flow.external_id
+# A flow id as the backends make them (UUIDs, digits): it goes into a backend's URL path,
+# so nothing that could leave that path ("/", "..", "?"). The chatflow doors take ids of
+# this shape too (chatflows/contract.py).
+FLOW_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{ID_CHARS - 1}}}")
 NAME_CHARS = 300  # Flow.name and Flow.endpoint_name
 TYPE_CHARS = 30  # Flow.flow_type
 _SHOWN_ID_CHARS = 80  # of a flow's id in an error or a log line
@@ -71,7 +76,8 @@ class FlowRecord:
 @dataclass(frozen=True)
 class RecordProblem:
     """Why a record is refused: the field (named as the chatflow doors show it), how it
-    fails (``too_large``, ``not_text`` or ``blank``), in words, and the limit it passed.
+    fails (``too_large``, ``not_text``, ``not_an_id`` or ``blank``), in words, and the
+    limit it passed.
     ``flow`` is the flow's id when the id itself is fine, else ""."""
 
     field: str
@@ -140,6 +146,9 @@ def _first_problem(
         if chars is not None and len(value) > chars:
             words = f"is longer than {chars} characters"
             return RecordProblem(name, "too_large", words, {"limit_chars": chars}, named)
+        if name == "id" and not FLOW_ID.fullmatch(value):
+            words = "is not a flow id (letters, digits, '-', '_', '.' or ':')"
+            return RecordProblem(name, "not_an_id", words)
         if chars is None and len(value.encode("utf-8")) > max_bytes:
             return _too_large(name, max_bytes, RECORD_FIELD_SETTING, named)
     return None

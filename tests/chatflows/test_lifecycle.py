@@ -91,6 +91,7 @@ def _calls(router: respx.MockRouter, host: str) -> int:
         ({"name": "ok", "flow_data": "not json"}, "flow_data", "json"),
         ({"name": "ok", "flow_data": "[1, 2]"}, "flow_data", "object"),
         ({"name": "ok", "flow_data": '{"nodes": []}'}, "flow_data", "nodesAndEdges"),
+        ({"name": "ok", "flow_data": "[" * 100_000 + "]" * 100_000}, "flow_data", "json"),
         (
             {"name": "ok", "flow_data": json.dumps({"nodes": ["x" * 1_000_000], "edges": []})},
             "flow_data",

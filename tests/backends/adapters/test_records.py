@@ -54,6 +54,8 @@ FLOWISE_ODDITIES = [
     ({"id": "i" * 201}, "id", "too_large"),
     ({"id": "a\x00b"}, "id", "not_text"),
     ({"id": ""}, "id", "blank"),
+    ({"id": "../../api/v1/apikey"}, "id", "not_an_id"),  # it would leave the URL's path
+    ({"id": "f?x=1"}, "id", "not_an_id"),
     ({"type": "T" * 31}, "type", "too_large"),
     ({"category": "d" * (64 * KIB + 1)}, "description", "too_large"),
     ({"category": "\x00"}, "description", "not_text"),
@@ -65,6 +67,7 @@ LANGFLOW_ODDITIES = [
     ({"name": "n" * 301}, "name", "too_large"),
     ({"name": "a\x00b"}, "name", "not_text"),
     ({"id": "i" * 201}, "id", "too_large"),
+    ({"id": "a/b"}, "id", "not_an_id"),
     ({"description": "lone \udfff"}, "description", "not_text"),
     ({"description": "d" * (64 * KIB + 1)}, "description", "too_large"),
     ({"endpoint_name": "e" * 301}, "endpoint_name", "too_large"),
