@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -160,17 +161,29 @@ class CsvRenderer(BaseRenderer):
         return out.getvalue().encode()
 
 
-# A spreadsheet runs a cell that starts with one of these as a formula.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# What a spreadsheet may take for a formula's first character: = + - @ and every
+# character whose compatibility form (NFKC) is one of them (the full-width U+FF1D,
+# U+FF0B, U+FF0D and U+FF20, the small, superscript and subscript forms), which some
+# read as the ASCII ones.
+FORMULA_SIGNS = (
+    "+-=@\u207a\u207c\u208a\u208c\u2a75\u2a76\ufb29\ufe62\ufe63\ufe66\ufe6b\uff0b\uff0d\uff1d\uff20"
+)
+# Where a cell may begin, whichever separator the spreadsheet reads the file with (some
+# guess ; or TAB, or split without heeding quotes): at the start of ours, or after
+# ; , TAB or a line break; one begins a formula with a sign (after blanks) or with a
+# TAB or CR (OWASP's "CSV injection" list).
+_FORMULA_START = re.compile(rf"(?:^|(?<=[;,\t\r\n]))(?=\s*[{re.escape(FORMULA_SIGNS)}]|[\t\r])")
 
 
 def _cell(value: Any) -> Any:
+    """A value as a CSV cell: text gets a single quote (OWASP's neutraliser) before
+    every place where a formula could begin, so no spreadsheet runs it."""
     if value is None:
         return ""
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
-        return f"'{value}"
+    if isinstance(value, str):
+        return _FORMULA_START.sub("'", value)
     return value
 
 
