@@ -25,7 +25,6 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import ListAPIView
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -38,7 +37,11 @@ from analytics.models import Granularity
 from analytics.reads import backends_by_intent, timeseries
 from analytics.selectors import decision_get, decisions_for
 from analytics.visualize import session_visualization
-from flywheel.authentication import ApiKeyAuthentication, request_api_key
+from flywheel.authentication import (
+    ApiKeyAuthentication,
+    PageLoginAuthentication,
+    request_api_key,
+)
 from flywheel.errors import ValidationError
 from flywheel.rest import StrictLimitOffsetPagination, absolute_url
 from routing.answering.query import trace_path
@@ -227,7 +230,7 @@ class _RangeView(APIView):
     """What both analytics views share: JSON or CSV, errors always in JSON, and the
     reader: an API key, or the session of a person on the analytics page (its CSV links)."""
 
-    authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
+    authentication_classes = [ApiKeyAuthentication, PageLoginAuthentication]
     renderer_classes = [JSONRenderer, CsvRenderer]
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
@@ -457,7 +460,7 @@ class VisualizeView(APIView):
     """GET /api/v1/visualize/{session_id}: seed 002's visualisation data of a session
     (an API key's tenant's, or what a logged-in reader may see: the page's JSON link)."""
 
-    authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
+    authentication_classes = [ApiKeyAuthentication, PageLoginAuthentication]
 
     @extend_schema(
         responses=inline_serializer(
