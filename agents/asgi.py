@@ -1,8 +1,8 @@
 """The MCP door over streamable HTTP as an ASGI app.
 
-``manage.py runmcp --transport streamable-http`` serves it; with several
-workers (``--workers N``, or ``uvicorn agents.asgi:application --workers N``)
-each process serves any request, since the MCP app is stateless (no
+``manage.py runmcp --transport streamable-http`` serves it, with the server
+options of flywheel/serving.py; with several workers (``--workers N``) each
+process serves any request, since the MCP app is stateless (no
 session held in a process's memory).
 """
 

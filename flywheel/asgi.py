@@ -1,4 +1,4 @@
-"""ASGI entry point: `uvicorn flywheel.asgi:application`.
+"""ASGI entry point: `uvicorn flywheel.asgi:application`, as ``manage.py serve`` starts it.
 
 API requests (``/api/``) go to a Django handler without the browser
 middleware (sessions, CSRF, messages, ...): API clients authenticate with a

@@ -296,6 +296,9 @@ BACKEND_ALLOWED_NETWORKS: list[str] = read("FLYWHEEL_BACKEND_ALLOWED_NETWORKS", 
 # cache); "off" turns the limit off. Each key may carry its own in the admin.
 _DEFAULT_RATE_LIMIT: tuple[int, int] | None = (1200, 60)
 RATE_LIMIT = read("FLYWHEEL_RATE_LIMIT", as_rate, _DEFAULT_RATE_LIMIT)
+# The reverse proxies (comma-separated addresses or CIDRs) whose X-Forwarded-For and
+# X-Forwarded-Proto are believed (flywheel/serving.py); from anyone else they are ignored.
+TRUSTED_PROXIES: list[str] = read("FLYWHEEL_TRUSTED_PROXIES", as_networks, [])
 # Failed authentications per client address before it is told to wait.
 _DEFAULT_AUTH_FAILURE_LIMIT: tuple[int, int] | None = (30, 60)
 AUTH_FAILURE_LIMIT = read("FLYWHEEL_AUTH_FAILURE_LIMIT", as_rate, _DEFAULT_AUTH_FAILURE_LIMIT)
