@@ -1,8 +1,8 @@
 """The MCP door over streamable HTTP as an ASGI app.
 
-``manage.py runmcp --transport streamable-http`` serves it; with several
-workers (``--workers N``, or ``uvicorn agents.asgi:application --workers N``)
-each process serves any request, since the MCP app is stateless (no
+``manage.py runmcp --transport streamable-http`` serves it, with the server
+options of flywheel/serving.py; with several workers (``--workers N``) each
+process serves any request, since the MCP app is stateless (no
 session held in a process's memory).
 """
 
@@ -22,6 +22,7 @@ from mcp.server.transport_security import TransportSecuritySettings  # noqa: E40
 from agents.auth import BearerAuth, RequestCaller  # noqa: E402
 from agents.server import build_server  # noqa: E402
 from flywheel.hosts import HostCheck  # noqa: E402
+from flywheel.readlimits import BodyLimits  # noqa: E402
 
 PATH = "/mcp"
 
@@ -31,7 +32,8 @@ logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
 
 def build_app() -> Any:
     """The MCP server's Starlette app (stateless), behind the Host and Origin check (the
-    REST API's own, flywheel.hosts: DNS-rebinding protection) and the API-key check."""
+    REST API's own, flywheel.hosts: DNS-rebinding protection), the API-key check and the
+    web's limits on a request's body (flywheel.readlimits)."""
     server = build_server(RequestCaller())
     mcp_app = server.streamable_http_app(
         streamable_http_path=PATH,
@@ -42,7 +44,7 @@ def build_app() -> Any:
         # Hosts and origins are checked by HostCheck, as on every other door.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return HostCheck(BearerAuth(mcp_app))
+    return BodyLimits(HostCheck(BearerAuth(mcp_app)))
 
 
 application = build_app()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -24,7 +25,6 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import ListAPIView
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -37,7 +37,11 @@ from analytics.models import Granularity
 from analytics.reads import backends_by_intent, timeseries
 from analytics.selectors import decision_get, decisions_for
 from analytics.visualize import session_visualization
-from flywheel.authentication import ApiKeyAuthentication, request_api_key
+from flywheel.authentication import (
+    ApiKeyAuthentication,
+    PageLoginAuthentication,
+    request_api_key,
+)
 from flywheel.errors import ValidationError
 from flywheel.rest import StrictLimitOffsetPagination, absolute_url
 from routing.answering.query import trace_path
@@ -160,17 +164,29 @@ class CsvRenderer(BaseRenderer):
         return out.getvalue().encode()
 
 
-# A spreadsheet runs a cell that starts with one of these as a formula.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# What a spreadsheet may take for a formula's first character: = + - @ and every
+# character whose compatibility form (NFKC) is one of them (the full-width U+FF1D,
+# U+FF0B, U+FF0D and U+FF20, the small, superscript and subscript forms), which some
+# read as the ASCII ones.
+FORMULA_SIGNS = (
+    "+-=@\u207a\u207c\u208a\u208c\u2a75\u2a76\ufb29\ufe62\ufe63\ufe66\ufe6b\uff0b\uff0d\uff1d\uff20"
+)
+# Where a cell may begin, whichever separator the spreadsheet reads the file with (some
+# guess ; or TAB, or split without heeding quotes): at the start of ours, or after
+# ; , TAB or a line break; one begins a formula with a sign (after blanks) or with a
+# TAB or CR (OWASP's "CSV injection" list).
+_FORMULA_START = re.compile(rf"(?:^|(?<=[;,\t\r\n]))(?=\s*[{re.escape(FORMULA_SIGNS)}]|[\t\r])")
 
 
 def _cell(value: Any) -> Any:
+    """A value as a CSV cell: text gets a single quote (OWASP's neutraliser) before
+    every place where a formula could begin, so no spreadsheet runs it."""
     if value is None:
         return ""
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
-        return f"'{value}"
+    if isinstance(value, str):
+        return _FORMULA_START.sub("'", value)
     return value
 
 
@@ -214,7 +230,7 @@ class _RangeView(APIView):
     """What both analytics views share: JSON or CSV, errors always in JSON, and the
     reader: an API key, or the session of a person on the analytics page (its CSV links)."""
 
-    authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
+    authentication_classes = [ApiKeyAuthentication, PageLoginAuthentication]
     renderer_classes = [JSONRenderer, CsvRenderer]
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
@@ -444,7 +460,7 @@ class VisualizeView(APIView):
     """GET /api/v1/visualize/{session_id}: seed 002's visualisation data of a session
     (an API key's tenant's, or what a logged-in reader may see: the page's JSON link)."""
 
-    authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
+    authentication_classes = [ApiKeyAuthentication, PageLoginAuthentication]
 
     @extend_schema(
         responses=inline_serializer(

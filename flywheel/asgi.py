@@ -1,4 +1,4 @@
-"""ASGI entry point: `uvicorn flywheel.asgi:application`.
+"""ASGI entry point: `uvicorn flywheel.asgi:application`, as ``manage.py serve`` starts it.
 
 API requests (``/api/``) go to a Django handler without the browser
 middleware (sessions, CSRF, messages, ...): API clients authenticate with a
@@ -8,6 +8,8 @@ The query endpoints themselves take a fast lane past Django's handler
 (flywheel/fastlane.py). Everything else (admin, pages, static files) gets
 the full stack. Every API path refuses a Host outside ALLOWED_HOSTS in the
 error shape before anything else; pages refuse it with Django's own 400.
+Every HTTP request's body is read within its size and time limits
+(flywheel/readlimits.py) before either sees it.
 """
 
 import gc
@@ -58,6 +60,7 @@ api = ApiHandler()
 from flywheel.fastlane import FastLane  # noqa: E402
 from flywheel.hosts import host_refusal, host_verdict  # noqa: E402
 from flywheel.metrics import REQUESTS, door_of, labelled  # noqa: E402
+from flywheel.readlimits import BodyLimit  # noqa: E402
 from routing import api as routing_api  # noqa: E402
 
 api_with_fast_lane = FastLane(
@@ -139,11 +142,14 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await handler(scope, receive, send)
         return
     status = 0
+    body = BodyLimit(scope, receive, send)  # flywheel/readlimits.py: the body size limit
     view = api_with_fast_lane.view_for(scope) if is_api else None
     if view is not None:  # the query path: its status is known without watching the sends
         try:
-            status = await api_with_fast_lane.answer(view, scope, receive, send)
+            if not await body.refuse_declared():
+                status = await api_with_fast_lane.answer(view, scope, body.receive, body.send)
         finally:
+            status = body.refused or status
             labelled(REQUESTS, "rest", str(status) if status else "none").inc()
         return
 
@@ -151,9 +157,11 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
-        await send(message)
+        await body.send(message)
 
     try:
-        await handler(scope, receive, counted)
+        if not await body.refuse_declared():
+            await handler(scope, body.receive, counted)
     finally:  # a client gone before the answer started counts as status "none"
+        status = body.refused or status
         labelled(REQUESTS, door_of(scope["path"]), str(status) if status else "none").inc()

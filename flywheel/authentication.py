@@ -1,4 +1,5 @@
-"""Authentication by API key: ``Authorization: Bearer <key>``, one path for every door.
+"""Authentication by API key: ``Authorization: Bearer <key>``, one path for every door;
+and, for the API reads the pages link to, a person's page login.
 
 :func:`bearer_key` reads the header and :func:`api_key_of` authenticates the
 key (:func:`api_key_of_async` from the event loop): the DRF views (through
@@ -13,8 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
+from django.conf import settings
+from django.contrib import auth
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
@@ -106,3 +110,27 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return f'{self.keyword} realm="api"'
+
+
+class PageLoginAuthentication(authentication.SessionAuthentication):
+    """A person's login on the pages (Django's session cookie), for the API reads the
+    pages link to: the analytics CSV and a session's visualisation JSON.
+
+    API paths are served without the browser middleware (flywheel/asgi.py), so the
+    session is read here from its cookie, as SessionMiddleware and
+    AuthenticationMiddleware would read it: the same session store, and
+    ``auth.get_user``'s checks (the session's password hash; an inactive or deleted
+    user is nobody). DRF's SessionAuthentication then enforces CSRF on unsafe methods;
+    the views that take this are GETs. Returns None without a login.
+    """
+
+    def authenticate(self, request: Request) -> tuple[Any, None] | None:
+        page_request = request._request
+        if not hasattr(page_request, "user"):  # the full middleware set it otherwise
+            key = page_request.COOKIES.get(settings.SESSION_COOKIE_NAME)
+            if not key:
+                return None
+            store = import_module(settings.SESSION_ENGINE).SessionStore
+            page_request.session = store(key)
+            page_request.user = auth.get_user(page_request)
+        return super().authenticate(request)

@@ -67,6 +67,23 @@ class NotFoundError(ApplicationError):
     status_code = status.HTTP_404_NOT_FOUND
 
 
+class RequestTimeoutError(ApplicationError):
+    """The client did not send its request (headers or body) in time."""
+
+    type = "RequestTimeout"
+    status_code = status.HTTP_408_REQUEST_TIMEOUT
+
+
+class PayloadTooLargeError(ApplicationError):
+    type = "PayloadTooLarge"
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+
+
+class HeadersTooLargeError(ApplicationError):
+    type = "HeadersTooLarge"
+    status_code = status.HTTP_431_REQUEST_HEADER_FIELDS_TOO_LARGE
+
+
 class ConflictError(ApplicationError):
     type = "ConflictError"
     status_code = status.HTTP_409_CONFLICT

@@ -34,13 +34,27 @@ from prometheus_client import (
 )
 from prometheus_client.core import Metric
 
+# A backend's series are keyed by its id and owner, never by its name alone: names are
+# unique per owner only, so a tenant's backend may bear a shared one's name, and its
+# series must not pass for the shared one's. The name is there to be read.
+BACKEND_LABELS = ("backend_id", "owner", "backend")
+SHARED = "shared"  # the owner of a backend that serves every tenant
+NO_BACKEND = ("none", "none", "none")  # a decision no backend answered
+
+
+def backend_labels(backend_id: int, tenant_id: int | None, name: str) -> tuple[str, str, str]:
+    """The values of BACKEND_LABELS for a backend: its id, its owning tenant's id (or
+    ``shared``) and its name."""
+    return str(backend_id), SHARED if tenant_id is None else str(tenant_id), name
+
+
 REQUESTS = Counter(
     "flywheel_requests_total", "HTTP requests answered, by door and status.", ["door", "status"]
 )
 DECISIONS = Counter(
     "flywheel_decisions_total",
     "Routing decisions, by the backend that answered (none), intent, method and outcome.",
-    ["backend", "intent", "method", "outcome"],
+    [*BACKEND_LABELS, "intent", "method", "outcome"],
 )
 FALLBACKS = Counter(
     "flywheel_fallbacks_total", "Questions answered after a failed attempt, by intent.", ["intent"]
@@ -48,7 +62,7 @@ FALLBACKS = Counter(
 BACKEND_LATENCY = Histogram(
     "flywheel_backend_latency_seconds",
     "Attempts on backends, by backend and result (ok or failed).",
-    ["backend", "result"],
+    [*BACKEND_LABELS, "result"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 WRITER_BACKLOG = Gauge(

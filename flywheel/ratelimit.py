@@ -28,8 +28,10 @@ warning is logged at most once a minute: a cache outage must not lock every
 tenant out. For a second after a failure the cache is not asked again, so an
 outage costs no round trip per request.
 
-The address is REMOTE_ADDR. Behind a reverse proxy that is the proxy's
-address, so every client behind it shares one budget of failures.
+The address is REMOTE_ADDR: the peer's, or, from a proxy named in
+FLYWHEEL_TRUSTED_PROXIES, the client it forwarded for (flywheel/serving.py has
+uvicorn believe X-Forwarded-For from those only). Behind a proxy not named
+there, every client behind it shares the proxy's budget of failures.
 """
 
 from __future__ import annotations
@@ -359,7 +361,8 @@ def api_key_rate(api_key: ApiKey) -> Rate | None:
 
 
 def client_address(meta: Mapping[str, Any]) -> str:
-    """The address failures are counted against: REMOTE_ADDR (behind a proxy, the proxy's).
+    """The address failures are counted against: REMOTE_ADDR (the peer's, or the client a
+    trusted proxy forwarded for: flywheel/serving.py).
 
     An IPv6 client usually holds a whole /64, so that is what counts.
     """

@@ -317,6 +317,19 @@ BACKEND_ALLOWED_NETWORKS: list[str] = read("FLYWHEEL_BACKEND_ALLOWED_NETWORKS", 
 # cache); "off" turns the limit off. Each key may carry its own in the admin.
 _DEFAULT_RATE_LIMIT: tuple[int, int] | None = (1200, 60)
 RATE_LIMIT = read("FLYWHEEL_RATE_LIMIT", as_rate, _DEFAULT_RATE_LIMIT)
+# The reverse proxies (comma-separated addresses or CIDRs) whose X-Forwarded-For and
+# X-Forwarded-Proto are believed (flywheel/serving.py); from anyone else they are ignored.
+TRUSTED_PROXIES: list[str] = read("FLYWHEEL_TRUSTED_PROXIES", as_networks, [])
+# What the server reads of a request (flywheel/serving.py, flywheel/readlimits.py): its
+# headers must be in within HEADER_TIMEOUT seconds of the connection opening or of the
+# request's first byte (else 408), its body within BODY_TIMEOUT seconds of the headers
+# (else 408) and no larger than MAX_BODY_BYTES (else 413, refused by Content-Length
+# before any of it is read). The largest body Flywheel takes is a flow's flowData (under
+# 1 MB, escaped inside a JSON document); Django's own limit is the same number.
+HEADER_TIMEOUT_SECONDS = read("FLYWHEEL_HEADER_TIMEOUT", as_positive_float, 10.0)
+BODY_TIMEOUT_SECONDS = read("FLYWHEEL_BODY_TIMEOUT", as_positive_float, 30.0)
+MAX_BODY_BYTES = read("FLYWHEEL_MAX_BODY_BYTES", as_positive_int, 2_621_440)  # 2.5 MiB
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
 # Failed authentications per client address before it is told to wait.
 _DEFAULT_AUTH_FAILURE_LIMIT: tuple[int, int] | None = (30, 60)
 AUTH_FAILURE_LIMIT = read("FLYWHEEL_AUTH_FAILURE_LIMIT", as_rate, _DEFAULT_AUTH_FAILURE_LIMIT)

@@ -56,7 +56,8 @@ pids+=($!)
 SUPERVISE_LOG="$LOGS/beat.log" scripts/supervise.sh $BIN/celery -A flywheel beat --loglevel INFO &
 pids+=($!)
 echo "The Celery worker and beat log to $LOGS/worker.log and $LOGS/beat.log." >&2
-$BIN/uvicorn flywheel.asgi:application --host "$HOST" --port "$PORT" --lifespan on &
+# uvicorn, with the forwarded headers and read limits the settings give (flywheel/serving.py).
+$BIN/python manage.py serve --host "$HOST" --port "$PORT" &
 pids+=($!)
 
 echo "Flywheel is starting on http://$HOST:$PORT/ (health: /healthz, readiness: /readyz). Ctrl-C stops it." >&2

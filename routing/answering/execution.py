@@ -115,6 +115,7 @@ def _attempt(
         completion_tokens=usage.completion_tokens if usage else None,
         total_tokens=usage.total_tokens if usage else None,
         cost=usage.cost if usage else None,
+        backend_owner=candidate.backend.tenant_id,
     )
 
 

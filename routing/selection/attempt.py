@@ -30,6 +30,9 @@ class Attempt:
     completion_tokens: int | None = None
     total_tokens: int | None = None
     cost: float | None = None
+    # The tenant that owns the backend (None: a shared one), so that /metrics keeps a
+    # tenant's backend apart from a shared one of the same name.
+    backend_owner: int | None = None
 
     @property
     def measured(self) -> bool:

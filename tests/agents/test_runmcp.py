@@ -208,7 +208,11 @@ async def test_stdio_counts_reach_the_webs_metrics_through_the_shared_directory(
         check=True,
     ).stdout
     assert 'flywheel_requests_total{door="mcp",status="ok"} 1.0' in printed
-    assert 'flywheel_decisions_total{backend="standin",' in printed
+    decided = [line for line in printed.splitlines() if line.startswith("flywheel_decisions")]
+    assert any(
+        'backend="standin"' in line and 'owner="shared"' in line and "backend_id=" in line
+        for line in decided
+    )
 
 
 def _refusal(completed: subprocess.CompletedProcess[str]) -> str:

@@ -6,7 +6,9 @@ import html
 import json
 import re
 from datetime import timedelta
+from typing import Any, cast
 
+import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Permission, User
@@ -18,6 +20,7 @@ from analytics import charts
 from analytics.health import health_timeline
 from analytics.reads import backends_by_intent, totals
 from backends.models import HealthCheck
+from flywheel.asgi import application
 from flywheel.models import Membership, Tenant
 from flywheel.services import api_key_create
 from routing.answering.query_input import query_request
@@ -443,6 +446,59 @@ def test_a_session_id_that_is_not_a_uuid_is_not_found(acme: Tenant) -> None:
     assert response.json()["error"]["type"] == "NotFoundError"
     [parameter] = schema["paths"]["/api/v1/visualize/{session_id}"]["get"]["parameters"]
     assert parameter["schema"] == {"type": "string", "format": "uuid"}
+
+
+def _served(client: Client, path: str, **headers: str) -> httpx.Response:
+    """GET ``path`` as the server serves it (flywheel.asgi: the API without the browser
+    middleware), with ``client``'s login cookie; the test Client's WSGI handler runs
+    the full middleware, so it cannot tell."""
+
+    async def get() -> httpx.Response:
+        transport = httpx.ASGITransport(app=cast(Any, application))
+        cookies = {name: morsel.value for name, morsel in client.cookies.items()}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", cookies=cookies
+        ) as http:
+            return await http.get(path, headers=headers)
+
+    return async_to_sync(get)()
+
+
+def test_the_csv_links_and_the_visualize_json_work_with_the_page_login_when_served(
+    acme: Tenant,
+) -> None:
+    first = _ask(acme)
+    staff, member = _staff_reader(), _member(acme)
+    _, raw = api_key_create(tenant=acme, name="k")
+
+    csv_link = _served(staff, "/api/v1/analytics/backends-by-intent?format=csv&tenant=acme")
+    series = _served(member, "/api/v1/analytics/timeseries?format=csv")
+    visualized = _served(member, f"/api/v1/visualize/{first['session_id']}")
+    by_key = _served(
+        Client(), f"/api/v1/visualize/{first['session_id']}", Authorization=f"Bearer {raw}"
+    )
+    anonymous = _served(Client(), f"/api/v1/visualize/{first['session_id']}")
+
+    assert csv_link.status_code == 200, csv_link.text
+    assert csv_link.text.splitlines()[1].startswith("code-review,fw,1,")
+    assert series.status_code == 200, series.text
+    assert series.headers["content-type"].startswith("text/csv")
+    assert visualized.status_code == 200, visualized.text
+    assert [t["request_id"] for t in visualized.json()["turns"]] == [first["request_id"]]
+    assert by_key.status_code == 200
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["type"] == "AuthenticationError"
+
+
+def test_a_logged_out_or_deactivated_page_login_is_refused_when_served(acme: Tenant) -> None:
+    first = _ask(acme)
+    member = _member(acme, "bob")
+    path = f"/api/v1/visualize/{first['session_id']}"
+    assert _served(member, path).status_code == 200
+
+    User.objects.filter(username="bob").update(is_active=False)
+
+    assert _served(member, path).status_code == 401
 
 
 def test_the_session_pages_json_link_works_for_its_reader(acme: Tenant) -> None:

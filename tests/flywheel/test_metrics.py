@@ -21,12 +21,14 @@ from django.utils import timezone
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from backends.models import BackendHealth
+from backends.models import Backend, BackendHealth
+from chatflows.models import Flow
 from flywheel.asgi import application
 from flywheel.asyncdb import db
+from flywheel.models import Tenant
 from routing.recording.writer import drain
 from tests.paths import ROOT
-from tests.routing_world import World
+from tests.routing_world import World, refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
 REVIEW = "Please review my pull request"
@@ -44,6 +46,18 @@ async def _request(
         return await http.request(method, path, **kwargs)
 
 
+def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    return [
+        (sample.name, sample.labels, sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+def _key(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return name, tuple(sorted(labels.items()))
+
+
 def _scraped(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
@@ -52,12 +66,17 @@ def _scraped(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+def _shared(backend: Backend) -> dict[str, str]:
+    return {"backend_id": str(backend.pk), "owner": "shared", "backend": backend.name}
+
+
 async def test_a_routed_question_shows_in_every_count(world: World, raw_api_key: str) -> None:
-    decided = {"backend": "fw", "intent": "code-review", "method": "rules", "outcome": "success"}
+    fw, lf = _shared(world.fw), _shared(world.lf)
+    decided = {**fw, "intent": "code-review", "method": "rules", "outcome": "success"}
     before = (
         _value("flywheel_requests_total", door="rest", status="200"),
         _value("flywheel_decisions_total", **decided),
-        _value("flywheel_backend_latency_seconds_count", backend="fw", result="ok"),
+        _value("flywheel_backend_latency_seconds_count", **fw, result="ok"),
     )
 
     asked = await _request(
@@ -77,23 +96,24 @@ async def test_a_routed_question_shows_in_every_count(world: World, raw_api_key:
     assert scraped.headers["content-type"].startswith("text/plain; version=")
     samples = _scraped(scraped.text)
     after = (
-        samples[("flywheel_requests_total", (("door", "rest"), ("status", "200")))],
-        samples[("flywheel_decisions_total", tuple(sorted(decided.items())))],
-        samples[("flywheel_backend_latency_seconds_count", (("backend", "fw"), ("result", "ok")))],
+        samples[_key("flywheel_requests_total", door="rest", status="200")],
+        samples[_key("flywheel_decisions_total", **decided)],
+        samples[_key("flywheel_backend_latency_seconds_count", **fw, result="ok")],
     )
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]
-    assert samples[("flywheel_backend_healthy", (("backend", "fw"),))] == 1
-    assert samples[("flywheel_backend_cooldown", (("backend", "lf"),))] == 1
-    assert samples[("flywheel_backend_cooldown", (("backend", "fw"),))] == 0
+    assert samples[_key("flywheel_backend_healthy", **fw)] == 1
+    assert samples[_key("flywheel_backend_cooldown", **lf)] == 1
+    assert samples[_key("flywheel_backend_cooldown", **fw)] == 0
     assert ("flywheel_decision_writer_backlog", ()) in samples
     assert "sk-FW-SECRET" not in scraped.text
 
 
 async def test_a_fallback_and_a_failed_attempt_are_counted(world: World, raw_api_key: str) -> None:
     world.fail(world.fw_route)
+    fw = _shared(world.fw)
     before = (
         _value("flywheel_fallbacks_total", intent="code-review"),
-        _value("flywheel_backend_latency_seconds_count", backend="fw", result="failed"),
+        _value("flywheel_backend_latency_seconds_count", **fw, result="failed"),
     )
 
     asked = await _request(
@@ -106,10 +126,7 @@ async def test_a_fallback_and_a_failed_attempt_are_counted(world: World, raw_api
 
     assert asked.json()["routing"]["fallback_used"] is True
     assert _value("flywheel_fallbacks_total", intent="code-review") == before[0] + 1
-    assert (
-        _value("flywheel_backend_latency_seconds_count", backend="fw", result="failed")
-        == before[1] + 1
-    )
+    assert _value("flywheel_backend_latency_seconds_count", **fw, result="failed") == before[1] + 1
 
 
 async def test_a_rate_limit_refusal_is_counted(raw_api_key: str) -> None:
@@ -156,7 +173,7 @@ def test_with_several_processes_a_scrape_sums_them(tmp_path: Path) -> None:
     count = (
         "import django; django.setup();"
         "from flywheel.metrics import DECISIONS;"
-        "DECISIONS.labels('fw', 'general', 'rules', 'success').inc(3)"
+        "DECISIONS.labels('7', 'shared', 'fw', 'general', 'rules', 'success').inc(3)"
     )
     for _ in range(2):
         subprocess.run(  # noqa: S603 - our own interpreter
@@ -176,5 +193,71 @@ def test_with_several_processes_a_scrape_sums_them(tmp_path: Path) -> None:
         text=True,
     ).stdout
 
-    labels = (("backend", "fw"), ("intent", "general"), ("method", "rules"), ("outcome", "success"))
-    assert _scraped(printed)[("flywheel_decisions_total", labels)] == 6
+    decided = _key(
+        "flywheel_decisions_total",
+        backend_id="7",
+        owner="shared",
+        backend="fw",
+        intent="general",
+        method="rules",
+        outcome="success",
+    )
+    assert _scraped(printed)[decided] == 6
+
+
+async def test_a_tenant_backend_named_like_a_shared_one_never_shares_its_series(
+    world: World, tenant: Tenant, raw_api_key: str
+) -> None:
+    """The attacker's own backend, named "fw" as the shared one, fails and cools down:
+    its series are its own (backend_id, owner), and the shared fw's stay as they were."""
+
+    def own_failing_fw() -> Backend:
+        mine = Backend.objects.create(
+            name="fw", kind="flowise", base_url="http://mine.test", tenant=tenant
+        )
+        BackendHealth.objects.create(backend=mine, healthy=True)
+        Flow.objects.create(
+            backend=mine,
+            external_id="00000000-0000-4000-8000-0000000000aa",
+            name="reviewer",
+            deployed=True,
+            intent_keywords=["code-review"],
+        )
+        refresh()
+        return mine
+
+    mine = await db(own_failing_fw)()
+    world.router.post(url__regex=r"http://mine\.test/.*").mock(
+        return_value=httpx.Response(500, json={"message": "boom"})
+    )
+    shared = {"backend_id": str(world.fw.pk), "owner": "shared", "backend": "fw"}
+    owned = {"backend_id": str(mine.pk), "owner": str(tenant.pk), "backend": "fw"}
+    shared_failed = _value("flywheel_backend_latency_seconds_count", **shared, result="failed")
+
+    await _request(
+        "POST",
+        "/api/v1/query",
+        json={"question": REVIEW, "backend": "fw"},
+        headers={"Authorization": f"Bearer {raw_api_key}"},
+    )
+    await sync_to_async(drain)()
+    await db(BackendHealth.objects.filter(backend=mine).update)(
+        healthy=False, cooldown_until=timezone.now() + timedelta(minutes=1)
+    )
+    samples = _samples((await _request("GET", "/metrics")).text)
+
+    seen = [_key(name, **labels) for name, labels, _ in samples]
+    assert len(seen) == len(set(seen)), "two series share a name and labels"
+    values = {key: value for key, (_, _, value) in zip(seen, samples, strict=True)}
+
+    def read(name: str, **labels: str) -> float:
+        return values[_key(name, **labels)]
+
+    assert read("flywheel_backend_healthy", **shared) == 1
+    assert read("flywheel_backend_cooldown", **shared) == 0
+    assert read("flywheel_backend_healthy", **owned) == 0
+    assert read("flywheel_backend_cooldown", **owned) == 1
+    assert read("flywheel_backend_latency_seconds_count", **owned, result="failed") >= 1
+    assert (
+        _value("flywheel_backend_latency_seconds_count", **shared, result="failed") == shared_failed
+    )

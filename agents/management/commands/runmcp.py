@@ -89,6 +89,8 @@ class Command(BaseCommand):
     def serve_http(self, host: str, port: int, workers: int) -> None:
         import uvicorn
 
+        from flywheel.serving import uvicorn_options
+
         if workers < 1:
             raise CommandError("--workers must be at least 1.")
         logger.info("Serving MCP on http://%s:%s/mcp with %s worker(s)", host, port, workers)
@@ -100,8 +102,16 @@ class Command(BaseCommand):
                 workers=workers,
                 log_level="warning",
                 lifespan="on",
+                **uvicorn_options(),
             )
             return
         from agents.asgi import application
 
-        uvicorn.run(application, host=host, port=port, log_level="warning", lifespan="on")
+        uvicorn.run(
+            application,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            **uvicorn_options(),
+        )
