@@ -11,12 +11,12 @@ came through, and refused there in seed 003's words (``details.field`` and
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Required
+from typing import Annotated, Literal, Required
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from backends.adapters import kinds
+from backends.contract import registered_kinds
 from chatflows.lifecycle import (
     FLOW_ID,
     MAX_BACKEND,
@@ -126,12 +126,6 @@ class AgentflowRequest(Contract):
 # --- answers ------------------------------------------------------------------------
 
 
-def _registered_kinds(schema: dict[str, Any]) -> None:
-    """The kinds the adapter registry holds when the schema is drawn (a kind added at
-    run time shows too)."""
-    schema["enum"] = list(kinds())
-
-
 class _Flow(BaseModel):
     id: str = Field(description="The flow's id on its backend.")
     name: str
@@ -144,7 +138,7 @@ class _Flow(BaseModel):
     backend_id: int
     kind: str = Field(
         description="The backend's kind, one of the adapter registry's.",
-        json_schema_extra=_registered_kinds,
+        json_schema_extra=registered_kinds,
     )
     flow_id: int = Field(description="Flywheel's id for the flow.")
 

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 from pydantic import ValidationError as PydanticError
+from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 from typing_extensions import is_typeddict
@@ -130,6 +131,22 @@ def pick(model: type[Contract], name: str, *fields: str, doc: str) -> type[Contr
     picked.refused_message = model.refused_message
     picked.unknown_fields = model.unknown_fields
     return picked
+
+
+def partial(model: type[C], name: str, *, doc: str) -> type[C]:
+    """The contract ``name`` of all ``model``'s fields, each as ``model`` declares it but
+    none required (a change names only what it changes: read it with
+    ``model_dump(exclude_unset=True)``); ``doc`` describes it in the schemas."""
+    return create_model(  # type: ignore[call-overload]
+        name,
+        __base__=model,
+        __doc__=doc,
+        __module__=model.__module__,
+        **{
+            field: (info.annotation, FieldInfo.merge_field_infos(info, default=None))
+            for field, info in model.model_fields.items()
+        },
+    )
 
 
 def validated(model: type[C], data: Any) -> C:

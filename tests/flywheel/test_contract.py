@@ -13,6 +13,7 @@ from flywheel.contract import (
     Says,
     mcp_schema,
     openapi_schema,
+    partial,
     pick,
     refuse,
     validated,
@@ -113,3 +114,18 @@ def test_a_picked_contract_keeps_its_fields_and_words() -> None:
     assert refused.message == "The order is not valid."
     assert refused.details["fields"] == {"unknown_fields": "size", "item": "Name an item."}
     assert openapi_schema(part)["description"] == "Part of an order."
+
+
+def test_a_partial_contract_takes_any_of_its_fields_as_declared() -> None:
+    change = partial(Order, "OrderChange", doc="A change to an order.")
+
+    assert validated(change, {}).model_dump(exclude_unset=True) == {}
+    assert validated(change, {"size": 2}).model_dump(exclude_unset=True) == {"size": 2}
+    refused = _refusal(change, {"item": "toolong", "colour": "red"})
+    assert refused.message == "The order is not valid."
+    assert refused.details["fields"] == {
+        "unknown_fields": "colour",
+        "item": "At most 5 characters.",
+    }
+    assert "required" not in openapi_schema(change)
+    assert openapi_schema(change)["description"] == "A change to an order."
