@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
-    OpenApiParameter,
     extend_schema,
     extend_schema_field,
     extend_schema_view,
@@ -33,15 +32,17 @@ from rest_framework.views import APIView
 
 from analytics.access import Scope, scope_for_key, scope_for_user
 from analytics.classification_report import classification_summary
+from analytics.filters import FORMAT_RULE, AnalyticsQuery, AnswerFormat, DecisionFilters
 from analytics.models import Granularity
 from analytics.reads import backends_by_intent, timeseries
 from analytics.selectors import decision_get, decisions_for
 from analytics.visualize import session_visualization
 from flywheel.authentication import ApiKeyAuthentication, request_api_key
 from flywheel.errors import ValidationError
-from flywheel.rest import StrictLimitOffsetPagination, absolute_url
+from flywheel.openapi import query_parameters
+from flywheel.rest import StrictLimitOffsetPagination, absolute_url, query_values
 from routing.answering.query import trace_path
-from routing.models import Outcome, RoutingDecision
+from routing.models import RoutingDecision
 
 
 # Needs the request in its context, for trace_url (the docstring would be published).
@@ -91,18 +92,7 @@ class DecisionPagination(StrictLimitOffsetPagination):
     """Decisions: 50 a page unless ``limit`` says otherwise, 500 at most."""
 
 
-@extend_schema_view(
-    get=extend_schema(
-        parameters=[
-            OpenApiParameter("intent", {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"}),
-            OpenApiParameter("outcome", str, enum=Outcome.values),
-            OpenApiParameter(
-                "backend", {"type": "string", "maxLength": 100}, description="A backend's name."
-            ),
-            OpenApiParameter("session", {"type": "string", "format": "uuid"}),
-        ]
-    )
-)
+@extend_schema_view(get=extend_schema(parameters=query_parameters(DecisionFilters)))
 class DecisionListView(ListAPIView):
     """GET /api/v1/decisions?intent=&outcome=&backend=&session=: the tenant's decisions."""
 
@@ -130,6 +120,27 @@ class DecisionDetailView(APIView):
 
 
 # --- analytics: backends per intent, time series ---------------------------------------
+
+
+# The schema of a CSV answer.
+CSV = {"type": "string", "description": "CSV with a header row."}
+BY_INTENT_COLUMNS = [
+    "intent",
+    "backend",
+    "requests",
+    "success_rate",
+    "fallback_rate",
+    "p50_ms",
+    "p95_ms",
+    "mean_score",
+    "won",
+    "share",
+    "avg_tokens",
+    "avg_cost",
+    "intent_decisions",
+    "intent_cached",
+]
+TIMESERIES_COLUMNS = ["backend", "start", "requests", "success_rate", "p95_ms"]
 
 
 class CsvTable(NamedTuple):
@@ -174,31 +185,32 @@ def _cell(value: Any) -> Any:
     return value
 
 
-_RANGE_PARAMETERS = [
-    OpenApiParameter(
-        "since",
-        {"type": "string", "format": "date-time"},
-        description="ISO 8601 (UTC when no offset is given). Default: 24 hours before "
-        "until; before until, and at most 90 days before it.",
-    ),
-    OpenApiParameter(
-        "until",
-        {"type": "string", "format": "date-time"},
-        description="ISO 8601 (UTC when no offset is given). Default: now.",
-    ),
-    OpenApiParameter("intent", {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"}),
-    OpenApiParameter(
-        "tenant",
-        {"type": "string", "maxLength": 50},
-        description="A tenant's slug. An API key reads its own tenant only (another is "
-        "403); staff logged in with the permission to view routing decisions read every "
-        "tenant, or the one named.",
-    ),
-]
-_FORMAT = OpenApiParameter(
-    "format", str, enum=["json", "csv"], description="csv: text/csv, one row per line."
-)
-_CSV = {"type": "string", "description": "CSV with a header row."}
+def backends_by_intent_table(found: Mapping[str, Any]) -> CsvTable:
+    """analytics.reads.backends_by_intent's answer: a row per intent and backend."""
+    rows = [
+        [
+            intent["intent"],
+            *(stats[column] for column in BY_INTENT_COLUMNS[1:12]),
+            intent["decisions"],
+            intent["cached"],
+        ]
+        for intent in found["intents"]
+        for stats in intent["backends"]
+    ]
+    return CsvTable(list(BY_INTENT_COLUMNS), rows)
+
+
+def timeseries_table(found: Mapping[str, Any]) -> CsvTable:
+    """analytics.reads.timeseries' answer: a row per backend and bucket."""
+    rows = [
+        [series["backend"], *(point[c] for c in TIMESERIES_COLUMNS[1:])]
+        for series in found["backends"]
+        for point in series["buckets"]
+    ]
+    return CsvTable(list(TIMESERIES_COLUMNS), rows)
+
+
+RANGE = ("since", "until", "intent", "tenant")  # the parameters of every range read, in order
 
 
 def reader_scope(request: Request) -> Scope:
@@ -219,16 +231,13 @@ class _RangeView(APIView):
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
         # DRF ignores an empty ?format= and answers 404 to an unknown one: both are a 400.
-        invalid = ValidationError(
-            "The format parameter is not valid.",
-            details={"fields": {"format": "Must be json or csv."}},
-        )
-        if request.query_params.get("format", "json") not in ("json", "csv"):
-            raise invalid
+        query_values(request, AnswerFormat)
         try:
             return super().perform_content_negotiation(request, force=force)
-        except Http404 as err:
-            raise invalid from err
+        except Http404 as err:  # csv, of a view that answers JSON only
+            raise ValidationError(
+                "The format parameter is not valid.", details={"fields": {"format": FORMAT_RULE}}
+            ) from err
 
     def finalize_response(
         self, request: Request, response: Response, *args: Any, **kwargs: Any
@@ -311,32 +320,14 @@ class TimeseriesSerializer(_RangeSerializer):
     backends = SeriesSerializer(many=True)
 
 
-BY_INTENT_COLUMNS = [
-    "intent",
-    "backend",
-    "requests",
-    "success_rate",
-    "fallback_rate",
-    "p50_ms",
-    "p95_ms",
-    "mean_score",
-    "won",
-    "share",
-    "avg_tokens",
-    "avg_cost",
-    "intent_decisions",
-    "intent_cached",
-]
-
-
 class BackendsByIntentView(_RangeView):
     """GET /api/v1/analytics/backends-by-intent?since=&until=&intent=&format=."""
 
     @extend_schema(
-        parameters=[*_RANGE_PARAMETERS, _FORMAT],
+        parameters=query_parameters(AnalyticsQuery, *RANGE, "format"),
         responses={
             (200, "application/json"): BackendsByIntentSerializer,
-            (200, "text/csv"): _CSV,
+            (200, "text/csv"): CSV,
         },
     )
     def get(self, request: Request) -> Response:
@@ -344,31 +335,15 @@ class BackendsByIntentView(_RangeView):
         found = backends_by_intent(tenant=reader_scope(request).tenant, **self._params())
         if not self._csv():
             return Response(BackendsByIntentSerializer(found).data)
-        rows = [
-            [
-                intent["intent"],
-                *(stats[column] for column in BY_INTENT_COLUMNS[1:12]),
-                intent["decisions"],
-                intent["cached"],
-            ]
-            for intent in found["intents"]
-            for stats in intent["backends"]
-        ]
-        return Response(CsvTable(list(BY_INTENT_COLUMNS), rows))
+        return Response(backends_by_intent_table(found))
 
 
 class TimeseriesView(_RangeView):
     """GET /api/v1/analytics/timeseries?since=&until=&intent=&backend=&format=."""
 
     @extend_schema(
-        parameters=[
-            *_RANGE_PARAMETERS,
-            OpenApiParameter(
-                "backend", {"type": "string", "maxLength": 100}, description="A backend's name."
-            ),
-            _FORMAT,
-        ],
-        responses={(200, "application/json"): TimeseriesSerializer, (200, "text/csv"): _CSV},
+        parameters=query_parameters(AnalyticsQuery, *RANGE, "backend", "format"),
+        responses={(200, "application/json"): TimeseriesSerializer, (200, "text/csv"): CSV},
     )
     def get(self, request: Request) -> Response:
         """Per backend, its minute (ranges up to 6 hours) or hour buckets."""
@@ -379,13 +354,7 @@ class TimeseriesView(_RangeView):
         )
         if not self._csv():
             return Response(TimeseriesSerializer(found).data)
-        columns = ["backend", "start", "requests", "success_rate", "p95_ms"]
-        rows = [
-            [series["backend"], *(point[c] for c in columns[1:])]
-            for series in found["backends"]
-            for point in series["buckets"]
-        ]
-        return Response(CsvTable(columns, rows))
+        return Response(timeseries_table(found))
 
 
 class MethodShareSerializer(serializers.Serializer):
@@ -427,7 +396,7 @@ class ClassificationView(_RangeView):
     renderer_classes = [JSONRenderer]
 
     @extend_schema(
-        parameters=[p for p in _RANGE_PARAMETERS if p.name != "intent"],
+        parameters=query_parameters(AnalyticsQuery, "since", "until", "tenant"),
         responses={200: ClassificationSerializer},
     )
     def get(self, request: Request) -> Response:

@@ -16,12 +16,13 @@ contract does not take are named as the contract says (:class:`Contract`).
 from __future__ import annotations
 
 import functools
+import re
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, create_model
 from pydantic import ValidationError as PydanticError
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
@@ -39,6 +40,10 @@ PY_SPACE = (
 # A string with something besides whitespace.
 NOT_BLANK = f"[^{PY_SPACE}]"
 
+# A whole number as a query string spells it: ASCII digits, no more than ten (int() would
+# also take "\u0663", " 5" and "+5").
+QUERY_DIGITS = re.compile(r"[0-9]{1,10}")
+
 NOT_AN_OBJECT = "The request body must be a JSON object."
 _REFUSED = "refused"  # the error type of refuse(): the message is Flywheel's already
 _UNKNOWN = {"extra_forbidden", "invalid_key"}  # a field the contract does not take
@@ -48,14 +53,16 @@ _NOT_AN_OBJECT = {"model_type", "model_attributes_type", "dict_type"}
 class Contract(BaseModel):
     """A request's shape: strict JSON types (no coercion), no field it does not declare.
 
-    ``refused_message`` heads a refusal. A field it does not take is listed under
-    ``details.fields[unknown_fields]`` (names joined) when that is set, else each
-    under its own name as "Unknown field.".
+    ``refused_message`` heads a refusal; ``one_refused``, when set, heads one that
+    names a single field (``{field}`` is its name). A field it does not take is
+    listed under ``details.fields[unknown_fields]`` (names joined) when that is
+    set, else each under its own name as "Unknown field.".
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     refused_message: ClassVar[str] = "The request is not valid."
+    one_refused: ClassVar[str | None] = None
     unknown_fields: ClassVar[str | None] = None
 
 
@@ -91,6 +98,15 @@ class NullIs:
 
 
 _NULL_IS_DEFAULT = "x-null-is-default"  # set by NullIs, read by the renderers below
+
+
+def _from_digits(value: Any) -> Any:
+    return int(value) if isinstance(value, str) and QUERY_DIGITS.fullmatch(value) else value
+
+
+# Field metadata, after the field's own Field(): an integer may come as the digits a query
+# string spells it with (any other text is refused as not an integer).
+FROM_DIGITS = BeforeValidator(_from_digits)
 
 
 def refuse(message: str) -> PydanticCustomError:
@@ -129,6 +145,7 @@ def pick(model: type[Contract], name: str, *fields: str, doc: str) -> type[Contr
         },
     )
     picked.refused_message = model.refused_message
+    picked.one_refused = model.one_refused
     picked.unknown_fields = model.unknown_fields
     return picked
 
@@ -155,6 +172,12 @@ def validated(model: type[C], data: Any) -> C:
         return model.model_validate(data)
     except PydanticError as err:
         raise refusal(model, err, data) from err
+
+
+def validated_filters(model: type[C], **filters: Any) -> C:
+    """``filters`` as ``model`` takes them, each left empty (None or "") left out: an
+    empty filter is no filter. Raises ValidationError as :func:`refusal` words it."""
+    return validated(model, {k: v for k, v in filters.items() if v is not None and v != ""})
 
 
 def refusal(model: type[BaseModel], err: PydanticError, data: Any = None) -> ValidationError:
@@ -193,10 +216,12 @@ def refusal(model: type[BaseModel], err: PydanticError, data: Any = None) -> Val
     if isinstance(data, dict) and unreadable:
         order = {str(name): i for i, name in enumerate(data)}
         unknown = sorted(unknown + unreadable, key=lambda name: order.get(name, 0))
-    return ValidationError(
-        getattr(model, "refused_message", Contract.refused_message),
-        details={"fields": {**_unknown(model, unknown), **fields}},
-    )
+    named = {**_unknown(model, unknown), **fields}
+    message = getattr(model, "refused_message", Contract.refused_message)
+    one = getattr(model, "one_refused", None)
+    if one is not None and len(named) == 1:
+        message = one.format(field=next(iter(named)))
+    return ValidationError(message, details={"fields": named})
 
 
 def _unknown(model: type[BaseModel], names: list[str]) -> dict[str, str]:

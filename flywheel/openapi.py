@@ -2,13 +2,14 @@
 
 drf-spectacular documents DRF views from their serializers, and a body a DRF
 view takes as a contract (flywheel.contract) from the contract itself
-(:class:`ContractScheme`). The async views (flywheel/asyncapi.py) are
-documented by their apps' hooks from their contracts (routing/openapi.py,
-chatflows/openapi.py), each operation built by :func:`operation`. Two hooks
-here (SPECTACULAR_SETTINGS) add the rest: the path ids and empty filters the
-server takes, which no serializer states, and, in one table by method and
-path, every error status each operation can answer, in the one error shape
-(flywheel.errors.ErrorBody).
+(:class:`ContractScheme`); a DRF view's query parameters are drawn from
+their contract by :func:`query_parameters`. The async views
+(flywheel/asyncapi.py) are documented by their apps' hooks from their
+contracts (routing/openapi.py, chatflows/openapi.py), each operation built
+by :func:`operation`. Two hooks here (SPECTACULAR_SETTINGS) add the rest:
+the path ids and empty filters the server takes, which no serializer states,
+and, in one table by method and path, every error status each operation can
+answer, in the one error shape (flywheel.errors.ErrorBody).
 What remains here is not a request or response shape: it is where each
 shape applies (paths, parameters, statuses and their meanings).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
+from drf_spectacular.utils import OpenApiParameter
 
 from flywheel.contract import Contract, openapi_schema
 from flywheel.errors import ErrorBody
@@ -27,6 +29,25 @@ ERROR = openapi_schema(ErrorBody)
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
+
+
+def query_parameters(contract: type[Contract], *names: str) -> list[OpenApiParameter]:
+    """``contract``'s fields (those named, in that order, else all) as a DRF view's query
+    parameters: each schema as the contract declares it, its description beside it, and
+    required as the contract requires it (a parameter is never null: left out, it is
+    the field's default)."""
+    declared = openapi_schema(contract)
+    required = set(declared.get("required", ()))
+    parameters = []
+    for name in names or tuple(declared["properties"]):
+        schema = {k: v for k, v in declared["properties"][name].items() if k != "nullable"}
+        if schema.get("default", 0) is None:
+            del schema["default"]
+        description = schema.pop("description", "")
+        parameters.append(
+            OpenApiParameter(name, schema, required=name in required, description=description)
+        )
+    return parameters
 
 
 def operation(

@@ -17,6 +17,7 @@ from flywheel.contract import (
     pick,
     refuse,
     validated,
+    validated_filters,
 )
 from flywheel.errors import ValidationError
 
@@ -129,3 +130,22 @@ def test_a_partial_contract_takes_any_of_its_fields_as_declared() -> None:
     }
     assert "required" not in openapi_schema(change)
     assert openapi_schema(change)["description"] == "A change to an order."
+
+
+class Filters(Contract):
+    refused_message = "The filters are not valid."
+    one_refused = "The {field} filter is not valid."
+
+    colour: Annotated[str | None, Field(max_length=5), Says("At most 5 letters.")] = None
+    size: Annotated[int | None, Says("Must be a whole number.")] = None
+
+
+def test_a_refusal_of_one_field_may_name_it_and_an_empty_filter_is_none() -> None:
+    one = _refusal(Filters, {"colour": "crimson"})
+    both = _refusal(Filters, {"colour": "crimson", "size": "L"})
+
+    assert one.message == "The colour filter is not valid."
+    assert both.message == "The filters are not valid."
+    assert list(both.details["fields"]) == ["colour", "size"]
+    assert validated_filters(Filters, colour="", size=None) == Filters()
+    assert validated_filters(Filters, colour="red").colour == "red"
