@@ -7,12 +7,8 @@ through analytics.selectors and analytics.reads.
 
 from __future__ import annotations
 
-import csv
-import io
 import uuid
-from collections.abc import Mapping
-from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
@@ -25,13 +21,20 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import ListAPIView
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analytics.access import Scope, scope_for_key, scope_for_user
 from analytics.classification_report import classification_summary
+from analytics.csv_export import (
+    CSV,
+    CsvRenderer,
+    CsvTable,
+    backends_by_intent_table,
+    timeseries_table,
+)
 from analytics.filters import FORMAT_RULE, AnalyticsQuery, AnswerFormat, DecisionFilters
 from analytics.models import Granularity
 from analytics.reads import backends_by_intent, timeseries
@@ -120,95 +123,6 @@ class DecisionDetailView(APIView):
 
 
 # --- analytics: backends per intent, time series ---------------------------------------
-
-
-# The schema of a CSV answer.
-CSV = {"type": "string", "description": "CSV with a header row."}
-BY_INTENT_COLUMNS = [
-    "intent",
-    "backend",
-    "requests",
-    "success_rate",
-    "fallback_rate",
-    "p50_ms",
-    "p95_ms",
-    "mean_score",
-    "won",
-    "share",
-    "avg_tokens",
-    "avg_cost",
-    "intent_decisions",
-    "intent_cached",
-]
-TIMESERIES_COLUMNS = ["backend", "start", "requests", "success_rate", "p95_ms"]
-
-
-class CsvTable(NamedTuple):
-    """What the analytics views answer when CSV was asked for."""
-
-    columns: list[str]
-    rows: list[list[Any]]
-
-
-class CsvRenderer(BaseRenderer):
-    """A CsvTable as text/csv (``?format=csv``): a header row, then one row per line."""
-
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
-
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: Mapping[str, Any] | None = None,
-    ) -> bytes:
-        columns, rows = data  # a CsvTable: finalize_response sends anything else as JSON
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow(columns)
-        writer.writerows([[_cell(value) for value in row] for row in rows])
-        return out.getvalue().encode()
-
-
-# A spreadsheet runs a cell that starts with one of these as a formula.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
-        return f"'{value}"
-    return value
-
-
-def backends_by_intent_table(found: Mapping[str, Any]) -> CsvTable:
-    """analytics.reads.backends_by_intent's answer: a row per intent and backend."""
-    rows = [
-        [
-            intent["intent"],
-            *(stats[column] for column in BY_INTENT_COLUMNS[1:12]),
-            intent["decisions"],
-            intent["cached"],
-        ]
-        for intent in found["intents"]
-        for stats in intent["backends"]
-    ]
-    return CsvTable(list(BY_INTENT_COLUMNS), rows)
-
-
-def timeseries_table(found: Mapping[str, Any]) -> CsvTable:
-    """analytics.reads.timeseries' answer: a row per backend and bucket."""
-    rows = [
-        [series["backend"], *(point[c] for c in TIMESERIES_COLUMNS[1:])]
-        for series in found["backends"]
-        for point in series["buckets"]
-    ]
-    return CsvTable(list(TIMESERIES_COLUMNS), rows)
-
 
 RANGE = ("since", "until", "intent", "tenant")  # the parameters of every range read, in order
 
