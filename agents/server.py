@@ -36,9 +36,10 @@ from pydantic import ValidationError as SchemaError
 from agents import tools
 from agents.auth import Caller, admitted
 from backends.adapters import close_adapters
-from flywheel.contract import mcp_schema, refusal
+from flywheel.contract import refusal
 from flywheel.errors import ApplicationError, error_body, internal_error_body
 from flywheel.metrics import REQUESTS
+from flywheel.schemas import mcp_schema
 from routing.answering.service import answers_finish
 from routing.recording.writer import drain
 

@@ -6,9 +6,10 @@ as typed here; the types and ``Field`` constraints become the inputSchema,
 the return annotation's model (agents/schemas.py) the outputSchema. A tool
 validates nothing beyond that schema: the services check the rest and raise
 the typed errors that agents/server.py turns into the error shape. The
-shared argument types are in agents/arguments.py. The query tools take the
-query's own contract instead (:func:`takes`): its fields are published as it
-declares them, and validated by it, as on the REST doors.
+shared argument types are chatflows/contract.py's. The query tools, and the
+lists of flows and sessions, take their REST door's contract instead
+(:func:`takes`): its fields are published as it declares them, and
+validated by it, as on the REST doors.
 
 Synchronous services run on the shared executor (``flywheel.asyncdb.db``):
 no ORM call is made on the event loop. A backend, a flow and a session are
@@ -48,6 +49,7 @@ from chatflows.contract import (
     Generated,
     OnBackend,
 )
+from chatflows.filters import FlowFilters
 from chatflows.selectors import flows_visible_to
 from flywheel.asyncdb import db
 from flywheel.contract import Contract
@@ -56,7 +58,7 @@ from flywheel.models import Tenant
 from routing.answering.query_input import QueryRequest, query_request
 from routing.answering.query_output import QueryAnswer, RoutePlan
 from routing.answering.service import answer_question, route_question, run_flow
-from routing.answering.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
+from routing.answering.sessions import SessionList, session_get, sessions_list
 from routing.api import SessionSerializer, SessionSummarySerializer
 
 
@@ -147,21 +149,17 @@ async def check_backend_health(
     return result(text.health(outcome), outcome)
 
 
-def _flows_shown(tenant: Tenant, backend: str | None, intent: str | None) -> list[dict[str, Any]]:
-    flows = flows_visible_to(tenant, backend=backend, intent=intent)
+def _flows_shown(tenant: Tenant, filters: dict[str, Any]) -> list[dict[str, Any]]:
+    flows = flows_visible_to(tenant, **filters)
     return [dict(row) for row in FlowSerializer(flows, many=True).data]
 
 
+@takes(FlowFilters)
 async def list_flows(
-    tenant: Tenant,
-    backend: OnBackend = None,
-    intent: Annotated[
-        str | None,
-        Field(pattern=r"^[-a-z0-9_]{1,50}$", description="Only flows that serve this intent."),
-    ] = None,
+    tenant: Tenant, **filters: Any
 ) -> Annotated[CallToolResult, list[schemas.FlowShown]]:
     """The active flows Flywheel routes to, with the intents each serves."""
-    rows = await db(_flows_shown)(tenant, backend, intent)
+    rows = await db(_flows_shown)(tenant, filters)
     return result(text.flows(rows), {"result": rows})
 
 
@@ -285,14 +283,12 @@ async def get_session_history(
     return result(text.session_history(session), session)
 
 
+@takes(SessionList)
 async def list_sessions(
-    tenant: Tenant,
-    limit: Annotated[
-        int, Field(ge=1, le=MAX_SESSIONS_LISTED, description="At most this many.")
-    ] = 50,
+    tenant: Tenant, **query: Any
 ) -> Annotated[CallToolResult, list[schemas.SessionSummary]]:
     """Your conversations, most recently active first, with their first question and the
     start of their last answer."""
-    listed = await db(sessions_list)(tenant_id=tenant.pk, limit=limit)
+    listed = await db(sessions_list)(tenant_id=tenant.pk, **query)
     rows = [dict(row) for row in SessionSummarySerializer(listed, many=True).data]
     return result(text.sessions(rows), {"result": rows})

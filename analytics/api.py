@@ -7,18 +7,12 @@ through analytics.selectors and analytics.reads.
 
 from __future__ import annotations
 
-import csv
-import io
-import re
 import uuid
-from collections.abc import Mapping
-from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
-    OpenApiParameter,
     extend_schema,
     extend_schema_field,
     extend_schema_view,
@@ -26,13 +20,21 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analytics.access import Scope, scope_for_key, scope_for_user
 from analytics.classification_report import classification_summary
+from analytics.csv_export import (
+    CSV,
+    CsvRenderer,
+    CsvTable,
+    backends_by_intent_table,
+    timeseries_table,
+)
+from analytics.filters import FORMAT_RULE, AnalyticsQuery, AnswerFormat, DecisionFilters
 from analytics.models import Granularity
 from analytics.reads import backends_by_intent, timeseries
 from analytics.selectors import decision_get, decisions_for
@@ -43,9 +45,10 @@ from flywheel.authentication import (
     request_api_key,
 )
 from flywheel.errors import ValidationError
-from flywheel.rest import StrictLimitOffsetPagination, absolute_url
+from flywheel.openapi import query_parameters
+from flywheel.rest import StrictLimitOffsetPagination, absolute_url, query_values
 from routing.answering.query import trace_path
-from routing.models import Outcome, RoutingDecision
+from routing.models import RoutingDecision
 
 
 # Needs the request in its context, for trace_url (the docstring would be published).
@@ -95,18 +98,7 @@ class DecisionPagination(StrictLimitOffsetPagination):
     """Decisions: 50 a page unless ``limit`` says otherwise, 500 at most."""
 
 
-@extend_schema_view(
-    get=extend_schema(
-        parameters=[
-            OpenApiParameter("intent", {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"}),
-            OpenApiParameter("outcome", str, enum=Outcome.values),
-            OpenApiParameter(
-                "backend", {"type": "string", "maxLength": 100}, description="A backend's name."
-            ),
-            OpenApiParameter("session", {"type": "string", "format": "uuid"}),
-        ]
-    )
-)
+@extend_schema_view(get=extend_schema(parameters=query_parameters(DecisionFilters)))
 class DecisionListView(ListAPIView):
     """GET /api/v1/decisions?intent=&outcome=&backend=&session=: the tenant's decisions."""
 
@@ -135,86 +127,7 @@ class DecisionDetailView(APIView):
 
 # --- analytics: backends per intent, time series ---------------------------------------
 
-
-class CsvTable(NamedTuple):
-    """What the analytics views answer when CSV was asked for."""
-
-    columns: list[str]
-    rows: list[list[Any]]
-
-
-class CsvRenderer(BaseRenderer):
-    """A CsvTable as text/csv (``?format=csv``): a header row, then one row per line."""
-
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
-
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: Mapping[str, Any] | None = None,
-    ) -> bytes:
-        columns, rows = data  # a CsvTable: finalize_response sends anything else as JSON
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow(columns)
-        writer.writerows([[_cell(value) for value in row] for row in rows])
-        return out.getvalue().encode()
-
-
-# What a spreadsheet may take for a formula's first character: = + - @ and every
-# character whose compatibility form (NFKC) is one of them (the full-width U+FF1D,
-# U+FF0B, U+FF0D and U+FF20, the small, superscript and subscript forms), which some
-# read as the ASCII ones.
-FORMULA_SIGNS = (
-    "+-=@\u207a\u207c\u208a\u208c\u2a75\u2a76\ufb29\ufe62\ufe63\ufe66\ufe6b\uff0b\uff0d\uff1d\uff20"
-)
-# Where a cell may begin, whichever separator the spreadsheet reads the file with (some
-# guess ; or TAB, or split without heeding quotes): at the start of ours, or after
-# ; , TAB or a line break; one begins a formula with a sign (after blanks) or with a
-# TAB or CR (OWASP's "CSV injection" list).
-_FORMULA_START = re.compile(rf"(?:^|(?<=[;,\t\r\n]))(?=\s*[{re.escape(FORMULA_SIGNS)}]|[\t\r])")
-
-
-def _cell(value: Any) -> Any:
-    """A value as a CSV cell: text gets a single quote (OWASP's neutraliser) before
-    every place where a formula could begin, so no spreadsheet runs it."""
-    if value is None:
-        return ""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, str):
-        return _FORMULA_START.sub("'", value)
-    return value
-
-
-_RANGE_PARAMETERS = [
-    OpenApiParameter(
-        "since",
-        {"type": "string", "format": "date-time"},
-        description="ISO 8601 (UTC when no offset is given). Default: 24 hours before "
-        "until; before until, and at most 90 days before it.",
-    ),
-    OpenApiParameter(
-        "until",
-        {"type": "string", "format": "date-time"},
-        description="ISO 8601 (UTC when no offset is given). Default: now.",
-    ),
-    OpenApiParameter("intent", {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"}),
-    OpenApiParameter(
-        "tenant",
-        {"type": "string", "maxLength": 50},
-        description="A tenant's slug. An API key reads its own tenant only (another is "
-        "403); staff logged in with the permission to view routing decisions read every "
-        "tenant, or the one named.",
-    ),
-]
-_FORMAT = OpenApiParameter(
-    "format", str, enum=["json", "csv"], description="csv: text/csv, one row per line."
-)
-_CSV = {"type": "string", "description": "CSV with a header row."}
+RANGE = ("since", "until", "intent", "tenant")  # the parameters of every range read, in order
 
 
 def reader_scope(request: Request) -> Scope:
@@ -235,16 +148,13 @@ class _RangeView(APIView):
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
         # DRF ignores an empty ?format= and answers 404 to an unknown one: both are a 400.
-        invalid = ValidationError(
-            "The format parameter is not valid.",
-            details={"fields": {"format": "Must be json or csv."}},
-        )
-        if request.query_params.get("format", "json") not in ("json", "csv"):
-            raise invalid
+        query_values(request, AnswerFormat)
         try:
             return super().perform_content_negotiation(request, force=force)
-        except Http404 as err:
-            raise invalid from err
+        except Http404 as err:  # csv, of a view that answers JSON only
+            raise ValidationError(
+                "The format parameter is not valid.", details={"fields": {"format": FORMAT_RULE}}
+            ) from err
 
     def finalize_response(
         self, request: Request, response: Response, *args: Any, **kwargs: Any
@@ -327,32 +237,14 @@ class TimeseriesSerializer(_RangeSerializer):
     backends = SeriesSerializer(many=True)
 
 
-BY_INTENT_COLUMNS = [
-    "intent",
-    "backend",
-    "requests",
-    "success_rate",
-    "fallback_rate",
-    "p50_ms",
-    "p95_ms",
-    "mean_score",
-    "won",
-    "share",
-    "avg_tokens",
-    "avg_cost",
-    "intent_decisions",
-    "intent_cached",
-]
-
-
 class BackendsByIntentView(_RangeView):
     """GET /api/v1/analytics/backends-by-intent?since=&until=&intent=&format=."""
 
     @extend_schema(
-        parameters=[*_RANGE_PARAMETERS, _FORMAT],
+        parameters=query_parameters(AnalyticsQuery, *RANGE, "format"),
         responses={
             (200, "application/json"): BackendsByIntentSerializer,
-            (200, "text/csv"): _CSV,
+            (200, "text/csv"): CSV,
         },
     )
     def get(self, request: Request) -> Response:
@@ -360,31 +252,15 @@ class BackendsByIntentView(_RangeView):
         found = backends_by_intent(tenant=reader_scope(request).tenant, **self._params())
         if not self._csv():
             return Response(BackendsByIntentSerializer(found).data)
-        rows = [
-            [
-                intent["intent"],
-                *(stats[column] for column in BY_INTENT_COLUMNS[1:12]),
-                intent["decisions"],
-                intent["cached"],
-            ]
-            for intent in found["intents"]
-            for stats in intent["backends"]
-        ]
-        return Response(CsvTable(list(BY_INTENT_COLUMNS), rows))
+        return Response(backends_by_intent_table(found))
 
 
 class TimeseriesView(_RangeView):
     """GET /api/v1/analytics/timeseries?since=&until=&intent=&backend=&format=."""
 
     @extend_schema(
-        parameters=[
-            *_RANGE_PARAMETERS,
-            OpenApiParameter(
-                "backend", {"type": "string", "maxLength": 100}, description="A backend's name."
-            ),
-            _FORMAT,
-        ],
-        responses={(200, "application/json"): TimeseriesSerializer, (200, "text/csv"): _CSV},
+        parameters=query_parameters(AnalyticsQuery, *RANGE, "backend", "format"),
+        responses={(200, "application/json"): TimeseriesSerializer, (200, "text/csv"): CSV},
     )
     def get(self, request: Request) -> Response:
         """Per backend, its minute (ranges up to 6 hours) or hour buckets."""
@@ -395,13 +271,7 @@ class TimeseriesView(_RangeView):
         )
         if not self._csv():
             return Response(TimeseriesSerializer(found).data)
-        columns = ["backend", "start", "requests", "success_rate", "p95_ms"]
-        rows = [
-            [series["backend"], *(point[c] for c in columns[1:])]
-            for series in found["backends"]
-            for point in series["buckets"]
-        ]
-        return Response(CsvTable(columns, rows))
+        return Response(timeseries_table(found))
 
 
 class MethodShareSerializer(serializers.Serializer):
@@ -443,7 +313,7 @@ class ClassificationView(_RangeView):
     renderer_classes = [JSONRenderer]
 
     @extend_schema(
-        parameters=[p for p in _RANGE_PARAMETERS if p.name != "intent"],
+        parameters=query_parameters(AnalyticsQuery, "since", "until", "tenant"),
         responses={200: ClassificationSerializer},
     )
     def get(self, request: Request) -> Response:

@@ -21,11 +21,12 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from analytics.filters import AnalyticsQuery
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, Granularity, RollupState
 from analytics.preference import preferred
 from analytics.rollups import METHODS, MINUTE_RETENTION, STEP, Tally, aggregate, bucket_floor
-from analytics.selectors import INTENT_SLUG, MAX_BACKEND_NAME
 from backends.models import Backend
+from flywheel.contract import validated_filters
 from flywheel.errors import ValidationError
 from flywheel.jsonin import string_problem
 from flywheel.models import Tenant
@@ -99,13 +100,6 @@ def window_of(
         end=last if last == end else last + STEP[granularity],
         granularity=granularity,
     )
-
-
-def _check(intent: str | None, backend: str | None) -> None:
-    if intent and not INTENT_SLUG.fullmatch(intent):
-        raise _refuse("intent", "Must be an intent slug such as 'code-review'.")
-    if backend and (len(backend) > MAX_BACKEND_NAME or string_problem(backend)):
-        raise _refuse("backend", "Must be a backend's name (up to 100 characters).")
 
 
 # What a read may group its tallies by: a Key's parts, by name, and their columns.
@@ -254,7 +248,7 @@ def backends_by_intent(
     of the intent's decisions; and ``preferred``: the backend routing would try first
     now, and why (analytics.preference). Raises ValidationError naming the bad
     parameter."""
-    _check(intent, None)
+    validated_filters(AnalyticsQuery, intent=intent)
     window = window_of(since, until)
     found = tallies(tenant=tenant, window=window, intent=intent, by=("backend", "intent"))
     return _by_intent(found, window, tenant)
@@ -317,7 +311,7 @@ def timeseries(
     """Per backend (by name, when given), its buckets with data: requests (attempts),
     success rate and p95 latency; minute buckets up to 6 hours, else hour buckets.
     Raises ValidationError naming the bad parameter."""
-    _check(intent, backend)
+    validated_filters(AnalyticsQuery, intent=intent, backend=backend)
     window = window_of(since, until)
     found = tallies(tenant=tenant, window=window, intent=intent, by=("bucket", "backend"))
     return _series(found, window, backend)
@@ -358,7 +352,7 @@ def overview(
 ) -> dict[str, Any]:
     """What the analytics page shows, read once: ``{"window", "by_intent", "timeseries"}``
     as backends_by_intent and timeseries answer them. Raises ValidationError."""
-    _check(intent, None)
+    validated_filters(AnalyticsQuery, intent=intent)
     window = window_of(since, until)
     found = tallies(tenant=tenant, window=window, intent=intent, by=("bucket", "backend", "intent"))
     return {

@@ -7,38 +7,17 @@ finds it (another process's land within milliseconds).
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from django.db.models import QuerySet
 
-from flywheel.errors import NotFoundError, ValidationError
-from flywheel.jsonin import string_problem
+from analytics.filters import DecisionFilters
+from flywheel.contract import validated_filters
+from flywheel.errors import NotFoundError
 from flywheel.models import Tenant
 from routing.answering.sessions import session_key
-from routing.models import Outcome, RoutingDecision
+from routing.models import RoutingDecision
 from routing.recording.writer import reads_own_writes
-
-INTENT_SLUG = re.compile(
-    r"[-a-z0-9_]{1,50}"
-)  # as a query's intent (routing/answering/query_input.py)
-MAX_BACKEND_NAME = 100
-
-
-def _refuse(parameter: str, rule: str) -> ValidationError:
-    return ValidationError(
-        f"The {parameter} filter is not valid.", details={"fields": {parameter: rule}}
-    )
-
-
-def _check_filters(intent: str | None, outcome: str | None, backend: str | None) -> None:
-    """Refuse filter values no decision can hold: the database would fail on some (NUL)."""
-    if intent and not INTENT_SLUG.fullmatch(intent):
-        raise _refuse("intent", "Must be an intent slug such as 'code-review'.")
-    if outcome and outcome not in Outcome.values:
-        raise _refuse("outcome", f"Must be one of: {', '.join(Outcome.values)}.")
-    if backend and (len(backend) > MAX_BACKEND_NAME or string_problem(backend)):
-        raise _refuse("backend", "Must be a backend's name (up to 100 characters).")
 
 
 @reads_own_writes
@@ -51,12 +30,13 @@ def decisions_for(
     session_id: str | None = None,
 ) -> QuerySet[RoutingDecision]:
     """The tenant's decisions (every tenant's for None: staff), newest first, optionally
-    filtered (a value that matches nothing is an empty result).
+    filtered (analytics.filters: a value that matches nothing is an empty result, an
+    empty one no filter).
 
     Raises ValidationError naming the filter (``intent``, ``outcome``,
     ``backend`` or ``session``) whose value no decision could have.
     """
-    _check_filters(intent, outcome, backend)
+    validated_filters(DecisionFilters, intent=intent, outcome=outcome, backend=backend)
     session = session_key(session_id, field="session") if session_id else None
     decisions = RoutingDecision.objects.select_related("backend", "flow").order_by(
         "-created_at", "-id"

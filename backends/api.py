@@ -7,10 +7,9 @@ demand, POST /api/v1/backends/{id}/discover, is served by chatflows/api.py.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
@@ -18,13 +17,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from backends.adapters import kind_choices
-from backends.addresses import validate_backend_url, without_userinfo
+from backends.addresses import without_userinfo
+from backends.contract import BackendKind, BackendRequest, PatchedBackendRequest, backend_fields
 from backends.models import (
+    MAX_NAME,
     MAX_TIMEOUT_SECONDS,
+    MAX_URL,
     MAX_WEIGHT,
     MIN_TIMEOUT_SECONDS,
     Backend,
-    validate_api_key,
 )
 from backends.selectors import backend_get_for, backends_visible_to
 from backends.services import (
@@ -36,6 +37,7 @@ from backends.services import (
 )
 from flywheel.authentication import request_api_key
 from flywheel.errors import ApplicationError, PermissionDeniedError
+from flywheel.schemas import openapi_schema
 
 
 class BackendHealthSerializer(serializers.Serializer):
@@ -60,90 +62,42 @@ class KindField(serializers.ChoiceField):
         super().__init__(choices=kind_choices(), **kwargs)
 
 
+class KindFieldScheme(OpenApiSerializerFieldExtension):
+    """A kind shown reads in the schema as a kind sent does (backends/contract.py), so
+    both are one enum."""
+
+    target_class = KindField
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        return openapi_schema(BackendKind)
+
+
 class BackendURLField(serializers.URLField):
-    """A backend URL: http or https without user-info, shown without user-info
-    even where an old row holds some."""
+    """A backend URL, shown without user-info even where an old row holds some."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(max_length=500, validators=[validate_backend_url], **kwargs)
+        super().__init__(max_length=MAX_URL, **kwargs)
 
     def to_representation(self, value: str) -> str:
         return without_userinfo(value)
 
 
-class FiniteFloatField(serializers.FloatField):
-    def to_internal_value(self, data: Any) -> float:
-        value = super().to_internal_value(data)
-        if not math.isfinite(value):
-            self.fail("invalid")
-        return value
-
-
-# The JSON type each kind of field takes: DRF would also turn "yes" into True,
-# 12 into "12" and false into 0.0; the schema promises, and the server holds, the types.
-_JSON_TYPES: tuple[tuple[type[serializers.Field], tuple[type, ...], str], ...] = (
-    (serializers.BooleanField, (bool,), "true or false"),
-    (serializers.FloatField, (int, float), "a number"),
-    (serializers.IntegerField, (int,), "an integer"),
-    (serializers.CharField, (str,), "a string"),
-    (serializers.ChoiceField, (str,), "a string"),
-)
-
-
-def _type_problem(field: serializers.Field, value: Any) -> str | None:
-    if value is None:
-        return None  # the field's own allow_null decides
-    max_length = getattr(field, "max_length", None)
-    if isinstance(value, str) and max_length is not None and len(value) > max_length:
-        # As sent, before trimming: the schema's maxLength counts what the client sends.
-        return f"Ensure this field has no more than {max_length} characters."
-    for kind, types, name in _JSON_TYPES:
-        if isinstance(field, kind):
-            numeric = kind is not serializers.BooleanField
-            if not isinstance(value, types) or (numeric and isinstance(value, bool)):
-                return f"Must be {name}."
-            return None
-    return None
-
-
-class StrictSerializer(serializers.Serializer):
-    """Refuses fields it does not take (unknown or read-only) and values of the wrong
-    JSON type, with a 400 naming each, as /query does."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            writable = {name for name, field in self.fields.items() if not field.read_only}
-            errors = {name: ["Unknown field."] for name in sorted(set(data) - writable)}
-            for name in set(data) & writable:
-                problem = _type_problem(self.fields[name], data[name])
-                if problem:
-                    errors[name] = [problem]
-            if errors:
-                raise serializers.ValidationError(errors)
-        return super().to_internal_value(data)
-
-
-class BackendSerializer(StrictSerializer):
-    """One of the caller's own backends: the API key can be written, never read."""
+# What a body may set is declared in backends/contract.py; this shows a backend (its
+# docstring is published).
+class BackendSerializer(serializers.Serializer):
+    """One of the caller's own backends: its settings, never its API key (has_api_key
+    says whether one is kept)."""
 
     id = serializers.IntegerField(read_only=True)
-    name = serializers.CharField(max_length=100)
+    name = serializers.CharField(max_length=MAX_NAME)
     kind = KindField()
     base_url = BackendURLField()
-    api_key = serializers.CharField(
-        max_length=500,
-        write_only=True,
-        required=False,
-        allow_blank=True,
-        trim_whitespace=True,
-        validators=[validate_api_key],
-    )
     has_api_key = serializers.BooleanField(read_only=True)
     enabled = serializers.BooleanField(required=False)
-    timeout_seconds = FiniteFloatField(
+    timeout_seconds = serializers.FloatField(
         min_value=MIN_TIMEOUT_SECONDS, max_value=MAX_TIMEOUT_SECONDS, required=False
     )
-    weight = FiniteFloatField(min_value=0, max_value=MAX_WEIGHT, required=False)
+    weight = serializers.FloatField(min_value=0, max_value=MAX_WEIGHT, required=False)
     shared = serializers.SerializerMethodField()
     health = serializers.SerializerMethodField()
 
@@ -267,13 +221,10 @@ class BackendViewSet(viewsets.ViewSet):
         backends = backends_visible_to(request_api_key(request).tenant)
         return Response([backend_shown(backend) for backend in backends])
 
-    @extend_schema(responses={201: BackendCreatedSerializer})
+    @extend_schema(request=BackendRequest, responses={201: BackendCreatedSerializer})
     def create(self, request: Request) -> Response:
-        serializer = BackendSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        backend = backend_create(
-            tenant=request_api_key(request).tenant, **serializer.validated_data
-        )
+        fields = backend_fields(BackendRequest, request.data)
+        backend = backend_create(tenant=request_api_key(request).tenant, **fields)
         onboarding = backend_onboard(backend=backend)  # probed and discovered now
         created = {**BackendSerializer(backend).data, "onboarding": onboarding}
         return Response(created, status=status.HTTP_201_CREATED)
@@ -282,17 +233,17 @@ class BackendViewSet(viewsets.ViewSet):
     def retrieve(self, request: Request, pk: str) -> Response:
         return Response(backend_shown(self._backend(request, pk)))
 
+    @extend_schema(request=BackendRequest)
     def update(self, request: Request, pk: str) -> Response:
-        return self._update(request, pk, partial=False)
+        return self._update(request, pk, BackendRequest)
 
+    @extend_schema(request=PatchedBackendRequest)
     def partial_update(self, request: Request, pk: str) -> Response:
-        return self._update(request, pk, partial=True)
+        return self._update(request, pk, PatchedBackendRequest)
 
-    def _update(self, request: Request, pk: str, *, partial: bool) -> Response:
+    def _update(self, request: Request, pk: str, contract: type[BackendRequest]) -> Response:
         backend = _editable(request, self._backend(request, pk))
-        serializer = BackendSerializer(backend, data=request.data, partial=partial)
-        serializer.is_valid(raise_exception=True)
-        backend = backend_update(backend=backend, **serializer.validated_data)
+        backend = backend_update(backend=backend, **backend_fields(contract, request.data))
         return Response(BackendSerializer(backend).data)
 
     def destroy(self, request: Request, pk: str) -> Response:

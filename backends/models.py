@@ -13,12 +13,19 @@ from backends.adapters import kind_choices, kinds
 from backends.addresses import validate_backend_url
 from flywheel.models import Tenant
 
+MAX_NAME = 100
+MAX_URL = 500
+MAX_API_KEY = 500
 MIN_TIMEOUT_SECONDS = 0.1
 MAX_TIMEOUT_SECONDS = 600.0
+DEFAULT_TIMEOUT_SECONDS = 60.0
 MAX_WEIGHT = 100.0
-# A key travels in an HTTP header: a CR or LF in it would split the request.
+DEFAULT_WEIGHT = 1.0
+# A key travels in an HTTP header: a CR or LF in it would split the request. Spelled
+# for Python's, ECMA's and pydantic's regexes alike (backends/contract.py reads it too).
+API_KEY_CHARACTERS = r"\x20-\x7e"
 validate_api_key = RegexValidator(
-    r"\A[\x20-\x7e]*\Z",  # \Z: a trailing line break must not slip past $
+    rf"\A[{API_KEY_CHARACTERS}]*\Z",  # \Z: a trailing line break must not slip past $
     "An API key may hold only printable ASCII characters (no line breaks or control characters).",
     code="api_key_characters",
 )
@@ -36,24 +43,24 @@ class Backend(models.Model):
     reach only public addresses (backends/addresses.py).
     """
 
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=MAX_NAME)
     # The kinds are the adapter registry's (backends/adapters/__init__.py), read when
     # a form or a validation asks, so a kind added there needs no change here.
     kind = models.CharField(max_length=20, choices=kind_choices)
     base_url = models.URLField(
-        max_length=500,
+        max_length=MAX_URL,
         validators=[validate_backend_url],
         help_text="e.g. http://127.0.0.1:3000 (http or https, no user name or password)",
     )
-    api_key = models.CharField(max_length=500, blank=True, validators=[validate_api_key])
+    api_key = models.CharField(max_length=MAX_API_KEY, blank=True, validators=[validate_api_key])
     enabled = models.BooleanField(default=True)
     timeout_seconds = models.FloatField(
-        default=60.0,
+        default=DEFAULT_TIMEOUT_SECONDS,
         validators=[MinValueValidator(MIN_TIMEOUT_SECONDS), MaxValueValidator(MAX_TIMEOUT_SECONDS)],
         help_text="Read timeout for a flow run, in seconds (0.1 to 600).",
     )
     weight = models.FloatField(
-        default=1.0,
+        default=DEFAULT_WEIGHT,
         validators=[MinValueValidator(0.0), MaxValueValidator(MAX_WEIGHT)],
         help_text="Relative preference among equally scored backends (0 to 100).",
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,9 +11,11 @@ from rest_framework.views import APIView
 from backends.api import only_result
 from backends.models import Backend
 from backends.selectors import backend_get_for
+from chatflows.filters import FlowFilters
 from chatflows.selectors import flows_visible_to
 from chatflows.services import flows_discover_now
 from flywheel.authentication import request_api_key
+from flywheel.openapi import query_parameters
 
 
 class FlowSerializer(serializers.Serializer):
@@ -37,24 +39,12 @@ class FlowSerializer(serializers.Serializer):
 class FlowListView(APIView):
     """Active flows on the backends the caller may use."""
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "backend", {"type": "string", "maxLength": 100}, description="Backend id or name."
-            ),
-            OpenApiParameter(
-                "intent",
-                {"type": "string", "pattern": "^[-a-z0-9_]{1,50}$"},
-                description="Only flows that serve this intent.",
-            ),
-        ],
-        responses=FlowSerializer(many=True),
-    )
+    @extend_schema(parameters=query_parameters(FlowFilters), responses=FlowSerializer(many=True))
     def get(self, request: Request) -> Response:
         flows = flows_visible_to(
             request_api_key(request).tenant,
-            backend=request.query_params.get("backend") or None,
-            intent=request.query_params.get("intent") or None,
+            backend=request.query_params.get("backend"),
+            intent=request.query_params.get("intent"),
         )
         return Response(FlowSerializer(flows, many=True).data)
 

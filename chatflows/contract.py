@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal, Required
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from backends.adapters import kinds
 from backends.adapters.records import FLOW_ID, ID_CHARS
+from backends.contract import registered_kinds
 from flywheel.contract import NOT_BLANK, PY_SPACE, Contract, Says, refuse
 from flywheel.errors import ValidationError
 from flywheel.jsonin import string_problem
@@ -230,12 +230,6 @@ class AgentflowRequest(Contract):
 # --- answers ------------------------------------------------------------------------
 
 
-def _registered_kinds(schema: dict[str, Any]) -> None:
-    """The kinds the adapter registry holds when the schema is drawn (a kind added at
-    run time shows too)."""
-    schema["enum"] = list(kinds())
-
-
 class _Flow(BaseModel):
     id: str = Field(description="The flow's id on its backend.")
     name: str
@@ -248,7 +242,7 @@ class _Flow(BaseModel):
     backend_id: int
     kind: str = Field(
         description="The backend's kind, one of the adapter registry's.",
-        json_schema_extra=_registered_kinds,
+        json_schema_extra=registered_kinds,
     )
     flow_id: int = Field(description="Flywheel's id for the flow.")
 

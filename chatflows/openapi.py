@@ -27,8 +27,8 @@ from chatflows.contract import (
     Deleted,
     Generated,
 )
-from flywheel.contract import openapi_schema
 from flywheel.openapi import operation
+from flywheel.schemas import openapi_schema
 
 BACKEND = {
     "name": "backend",

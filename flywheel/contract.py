@@ -1,8 +1,8 @@
 """Request and response shapes, each declared once as a pydantic model.
 
 A contract is a pydantic model. The doors validate with it (:func:`validated`),
-the OpenAPI schema shows it (:func:`openapi_schema`) and so do the MCP tools'
-schemas (:func:`mcp_schema`), so the three cannot disagree.
+the OpenAPI schema shows it and so do the MCP tools' schemas (flywheel/schemas.py
+draws both from it), so the three cannot disagree.
 
 A refusal reads in Flywheel's words, not pydantic's: :func:`refusal` is the one
 place that turns pydantic's errors into the error shape's ValidationError. A
@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, create_model
 from pydantic import ValidationError as PydanticError
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 from typing_extensions import is_typeddict
 
@@ -43,6 +45,10 @@ PY_SPACE = (
 # A string with something besides whitespace.
 NOT_BLANK = f"[^{PY_SPACE}]"
 
+# A whole number as a query string spells it: ASCII digits, no more than ten (int() would
+# also take "\u0663", " 5" and "+5").
+QUERY_DIGITS = re.compile(r"[0-9]{1,10}")
+
 NOT_AN_OBJECT = "The request body must be a JSON object."
 _REFUSED = "refused"  # the error type of refuse(): the message is Flywheel's already
 _UNKNOWN = {"extra_forbidden", "invalid_key"}  # a field the contract does not take
@@ -53,14 +59,16 @@ _AS_GIVEN: Any = object()  # a refusal shows the value as given (shortly)
 class Contract(BaseModel):
     """A request's shape: strict JSON types (no coercion), no field it does not declare.
 
-    ``refused_message`` heads a refusal. A field it does not take is listed under
-    ``details.fields[unknown_fields]`` (names joined) when that is set, else each
-    under its own name as "Unknown field.".
+    ``refused_message`` heads a refusal; ``one_refused``, when set, heads one that
+    names a single field (``{field}`` is its name). A field it does not take is
+    listed under ``details.fields[unknown_fields]`` (names joined) when that is
+    set, else each under its own name as "Unknown field.".
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     refused_message: ClassVar[str] = "The request is not valid."
+    one_refused: ClassVar[str | None] = None
     unknown_fields: ClassVar[str | None] = None
 
 
@@ -105,10 +113,19 @@ class NullIs:
         return core_schema.no_info_before_validator_function(default_for_null, handler(source))
 
     def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> JsonSchemaValue:
-        return {**handler(schema), _NULL_IS_DEFAULT: True}
+        return {**handler(schema), NULL_IS_DEFAULT: True}
 
 
-_NULL_IS_DEFAULT = "x-null-is-default"  # set by NullIs, read by the renderers below
+NULL_IS_DEFAULT = "x-null-is-default"  # set by NullIs, read by the renderers below
+
+
+def _from_digits(value: Any) -> Any:
+    return int(value) if isinstance(value, str) and QUERY_DIGITS.fullmatch(value) else value
+
+
+# Field metadata, after the field's own Field(): an integer may come as the digits a query
+# string spells it with (any other text is refused as not an integer).
+FROM_DIGITS = BeforeValidator(_from_digits)
 
 
 def refuse(
@@ -155,8 +172,25 @@ def pick(model: type[Contract], name: str, *fields: str, doc: str) -> type[Contr
         },
     )
     picked.refused_message = model.refused_message
+    picked.one_refused = model.one_refused
     picked.unknown_fields = model.unknown_fields
     return picked
+
+
+def partial(model: type[C], name: str, *, doc: str) -> type[C]:
+    """The contract ``name`` of all ``model``'s fields, each as ``model`` declares it but
+    none required (a change names only what it changes: read it with
+    ``model_dump(exclude_unset=True)``); ``doc`` describes it in the schemas."""
+    return create_model(  # type: ignore[call-overload]
+        name,
+        __base__=model,
+        __doc__=doc,
+        __module__=model.__module__,
+        **{
+            field: (info.annotation, FieldInfo.merge_field_infos(info, default=None))
+            for field, info in model.model_fields.items()
+        },
+    )
 
 
 def validated(model: type[C], data: Any) -> C:
@@ -165,6 +199,12 @@ def validated(model: type[C], data: Any) -> C:
         return model.model_validate(data)
     except PydanticError as err:
         raise refusal(model, err, data) from err
+
+
+def validated_filters(model: type[C], **filters: Any) -> C:
+    """``filters`` as ``model`` takes them, each left empty (None or "") left out: an
+    empty filter is no filter. Raises ValidationError as :func:`refusal` words it."""
+    return validated(model, {k: v for k, v in filters.items() if v is not None and v != ""})
 
 
 def refusal(
@@ -206,11 +246,12 @@ def refusal(
     if isinstance(data, dict) and unreadable:
         order = {str(name): i for i, name in enumerate(data)}
         unknown = sorted(unknown + unreadable, key=lambda name: order.get(name, 0))
+    named = {**_unknown(model, unknown), **fields}
     headline = message or str(getattr(model, "refused_message", Contract.refused_message))
-    return ValidationError(
-        headline,
-        details={**fault, "fields": {**_unknown(model, unknown), **fields}},
-    )
+    one = getattr(model, "one_refused", None)
+    if message is None and one is not None and len(named) == 1:
+        headline = one.format(field=next(iter(named)))
+    return ValidationError(headline, details={**fault, "fields": named})
 
 
 def _unknown(model: type[BaseModel], names: list[str]) -> dict[str, str]:
@@ -315,80 +356,3 @@ def _one_field(shape: Any, field_name: str) -> type[BaseModel]:
         )
         _ONE_FIELD[key] = (shape, model)  # the shape is kept, so its id stays its own
     return _ONE_FIELD[key][1]
-
-
-# --- the schemas drawn from a contract ---------------------------------------------------
-
-
-class _OpenApi30(GenerateJsonSchema):
-    """JSON Schema as OpenAPI 3.0 spells it: ``nullable`` instead of a null type."""
-
-    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
-        # Beside a $ref too: openapi_schema() inlines what it names, keeping the sibling.
-        return {**self.generate_inner(schema["schema"]), "nullable": True}
-
-    def literal_schema(self, schema: core_schema.LiteralSchema) -> JsonSchemaValue:
-        spelled = super().literal_schema(schema)
-        if "const" in spelled:
-            spelled["enum"] = [spelled.pop("const")]
-        return spelled
-
-    def field_title_should_be_set(self, schema: Any) -> bool:
-        return False
-
-
-def openapi_schema(shape: Any, *, mode: JsonSchemaMode = "validation") -> dict[str, Any]:
-    """``shape`` (a model or any type pydantic knows) as an OpenAPI 3.0 schema, inline."""
-    generated = TypeAdapter(shape).json_schema(mode=mode, schema_generator=_OpenApi30)
-    return _walk(_inline(generated), _as_openapi)
-
-
-def mcp_schema(shape: Any) -> dict[str, Any]:
-    """``shape`` as an MCP tool's JSON Schema (draft 2020-12), inline."""
-    return _walk(_inline(TypeAdapter(shape).json_schema()), _as_mcp)
-
-
-def _inline(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` with every ``$ref`` into its ``$defs`` replaced by what it names
-    (contracts nest without cycles), so each operation reads whole where it stands."""
-    definitions = schema.pop("$defs", {})
-
-    def resolved(part: dict[str, Any]) -> dict[str, Any]:
-        ref = part.get("$ref", "")
-        if not ref.startswith("#/$defs/"):
-            return part
-        siblings = {k: v for k, v in part.items() if k != "$ref"}
-        return _walk(definitions[ref.removeprefix("#/$defs/")], resolved) | siblings
-
-    return _walk(schema, resolved)
-
-
-def _as_openapi(part: dict[str, Any]) -> dict[str, Any]:
-    part = {k: v for k, v in part.items() if k != "title"}
-    if part.pop(_NULL_IS_DEFAULT, False):
-        part["nullable"] = True
-    return part
-
-
-def _as_mcp(part: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in part.items() if k != _NULL_IS_DEFAULT}
-
-
-_SUBSCHEMA = ("items", "additionalProperties", "not")
-_SUBSCHEMAS = ("anyOf", "oneOf", "allOf", "prefixItems")
-
-
-def _walk(
-    schema: dict[str, Any], change: typing.Callable[[dict[str, Any]], dict[str, Any]]
-) -> dict[str, Any]:
-    """``schema`` with ``change`` applied to it and to each schema inside it."""
-    part = dict(change(schema))
-    if isinstance(part.get("properties"), dict):
-        part["properties"] = {k: _walk(v, change) for k, v in part["properties"].items()}
-    for key in _SUBSCHEMA:
-        if isinstance(part.get(key), dict):
-            part[key] = _walk(part[key], change)
-    for key in _SUBSCHEMAS:
-        if isinstance(part.get(key), list):
-            part[key] = [_walk(branch, change) for branch in part[key]]
-    return part

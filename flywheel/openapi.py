@@ -1,12 +1,15 @@
 """OpenAPI: what drf-spectacular cannot see, added by post-processing hooks.
 
-drf-spectacular documents DRF views from their serializers. The async views
+drf-spectacular documents DRF views from their serializers, and a body a DRF
+view takes as a contract (flywheel.contract) from the contract itself
+(:class:`ContractScheme`); a DRF view's query parameters are drawn from
+their contract by :func:`query_parameters`. The async views
 (flywheel/asyncapi.py) are documented by their apps' hooks from their
 contracts (routing/openapi.py, chatflows/openapi.py), each operation built
 by :func:`operation`. Two hooks here (SPECTACULAR_SETTINGS) add the rest:
-the constraints the server enforces on DRF's doors that no serializer
-states, and, in one table by method and path, every error status each
-operation can answer, in the one error shape (flywheel.errors.ErrorBody).
+the path ids and empty filters the server takes, which no serializer states,
+and, in one table by method and path, every error status each operation can
+answer, in the one error shape (flywheel.errors.ErrorBody).
 What remains here is not a request or response shape: it is where each
 shape applies (paths, parameters, statuses and their meanings).
 """
@@ -15,16 +18,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
+from drf_spectacular.utils import OpenApiParameter
 
-from flywheel.contract import NOT_BLANK, PY_SPACE, openapi_schema
+from flywheel.contract import Contract
 from flywheel.errors import ErrorBody
+from flywheel.schemas import openapi_schema
 
 ERROR = openapi_schema(ErrorBody)
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
+
+
+def query_parameters(contract: type[Contract], *names: str) -> list[OpenApiParameter]:
+    """``contract``'s fields (those named, in that order, else all) as a DRF view's query
+    parameters: each schema as the contract declares it, its description beside it, and
+    required as the contract requires it (a parameter is never null: left out, it is
+    the field's default)."""
+    declared = openapi_schema(contract)
+    required = set(declared.get("required", ()))
+    parameters = []
+    for name in names or tuple(declared["properties"]):
+        schema = {k: v for k, v in declared["properties"][name].items() if k != "nullable"}
+        if schema.get("default", 0) is None:
+            del schema["default"]
+        description = schema.pop("description", "")
+        parameters.append(
+            OpenApiParameter(name, schema, required=name in required, description=description)
+        )
+    return parameters
 
 
 def operation(
@@ -67,38 +92,12 @@ EMPTY_IS_NO_FILTER = {
     ("get", "/api/v1/analytics/classification"): {"since", "until"},
 }
 
-# Backend bodies: unknown fields are refused; URLs are http(s) with no user-info; names
-# and keys are trimmed before they are checked (a blank name is refused, so is a key
-# with anything but printable ASCII inside: it travels in a header). Still written
-# here, not declared with the body: that door's body is a DRF serializer
-# (backends/api.py) whose checks are custom validators drf-spectacular cannot read,
-# and making it a contract would reword its refusals (DRF's words, field by field).
-_BACKEND_FIELDS = {
-    "name": {"pattern": NOT_BLANK},
-    "base_url": {"pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+([/?#]\S*)?$"},
-    "api_key": {"pattern": f"^[{PY_SPACE}]*[\\u0020-\\u007e]*[{PY_SPACE}]*$"},
-}
-REQUEST_COMPONENTS = {"BackendRequest": _BACKEND_FIELDS, "PatchedBackendRequest": _BACKEND_FIELDS}
-
 
 def add_constraints(
     result: dict[str, Any], generator: Any, request: Any, public: bool
 ) -> dict[str, Any]:
-    """drf-spectacular post-processing hook: path ids, empty filters and request bodies
-    as the server checks them (views state their query parameters' own constraints)."""
-    components = result.get("components", {}).get("schemas", {})
-    for name, fields in REQUEST_COMPONENTS.items():
-        component = components.get(name)
-        if component is None:
-            continue
-        component["additionalProperties"] = False
-        for field, constraints in fields.items():
-            prop = component["properties"][field]
-            # drf-spectacular spells an allow_blank field as oneOf[pattern, blank]; one
-            # pattern that already admits the blank (and the trimmed whitespace) replaces both.
-            branches = prop.pop("oneOf", [{}])
-            prop.update({k: v for k, v in branches[0].items() if k != "pattern"})
-            prop.update(constraints)
+    """drf-spectacular post-processing hook: path ids and empty filters as the server
+    checks them (views state their query parameters' own constraints)."""
     for path, operations in result.get("paths", {}).items():
         for method, operation in _operations(operations):
             filters = EMPTY_IS_NO_FILTER.get((method, path), set())
@@ -262,3 +261,39 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer"}
+
+
+class PageLoginScheme(OpenApiAuthenticationExtension):
+    """Tell drf-spectacular how PageLoginAuthentication authenticates: the pages' login,
+    Django's session cookie (the analytics CSV links and the visualisation JSON)."""
+
+    target_class = "flywheel.authentication.PageLoginAuthentication"
+    name = "PageLogin"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME}
+
+
+class ContractScheme(OpenApiSerializerExtension):
+    """Tell drf-spectacular what a DRF view's contract (flywheel.contract) reads: its
+    schema as the contract declares it, a component under the contract's own name."""
+
+    target_class = Contract
+    match_subclasses = True
+    priority = 1  # before drf-spectacular's own reading of any pydantic model
+
+    def get_name(self, auto_schema: Any, direction: str) -> str:
+        # drf-spectacular adds "Request" to a request body's component name, and "Patched"
+        # to a PATCH body's (marking what it was given partial): a contract named after its
+        # component is not named so twice.
+        name: str = self.target.__name__
+        if direction == "request":
+            name = name.removesuffix("Request")
+        if getattr(self.target, "partial", False):
+            name = name.removeprefix("Patched")
+        return name
+
+    def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        if direction == "request":
+            return openapi_schema(self.target)
+        return openapi_schema(self.target, mode="serialization")

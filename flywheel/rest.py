@@ -1,19 +1,19 @@
-"""What the REST doors of every app share: absolute links, strict integer query
-parameters, and limit/offset pages built on them."""
+"""What the REST doors of every app share: absolute links, query parameters read by
+their contract, strict integer ones, and limit/offset pages built on them."""
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.http import HttpRequest
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
+from flywheel.contract import QUERY_DIGITS, Contract, field_names, validated
 from flywheel.errors import ValidationError
 
-_DIGITS = re.compile(r"[0-9]{1,10}")  # ASCII only: int() would take "٣" as 3
+C = TypeVar("C", bound=Contract)
 
 
 def absolute_url(request: HttpRequest, path: str) -> str:
@@ -33,12 +33,24 @@ def query_integer(request: Request, name: str, *, low: int, high: int, default: 
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+    if not QUERY_DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
         rule = f"Must be an integer from {low} to {high}."
         raise ValidationError(
             f"The {name} parameter is not valid.", details={"fields": {name: rule}}
         )
     return int(raw)
+
+
+def query_values(request: Request, contract: type[C]) -> C:
+    """The query string as ``contract`` takes it: each parameter it declares, as sent
+    (those left out take the contract's defaults).
+
+    Raises ValidationError naming each bad parameter, in the contract's words.
+    """
+    params = request.query_params
+    return validated(
+        contract, {name: params[name] for name in field_names(contract) if name in params}
+    )
 
 
 class StrictLimitOffsetPagination(LimitOffsetPagination):

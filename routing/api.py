@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,7 +25,8 @@ from flywheel.authentication import request_api_key
 from flywheel.errors import NotFoundError
 from flywheel.jsonout import json_response
 from flywheel.models import ApiKey
-from flywheel.rest import absolute_url, query_integer
+from flywheel.openapi import query_parameters
+from flywheel.rest import absolute_url, query_values
 from routing.answering import query_router
 from routing.answering.query_input import PredictRequest, query_request, query_type_request
 from routing.answering.service import (
@@ -35,7 +36,7 @@ from routing.answering.service import (
     run_flow,
     stream_answer,
 )
-from routing.answering.sessions import MAX_SESSIONS_LISTED, session_get, sessions_list
+from routing.answering.sessions import SessionList, session_get, sessions_list
 
 
 def _absolute(request: HttpRequest, body: dict[str, Any]) -> dict[str, Any]:
@@ -183,16 +184,10 @@ class SessionListView(APIView):
     """
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "limit",
-                {"type": "integer", "minimum": 1, "maximum": MAX_SESSIONS_LISTED, "default": 50},
-                description="At most this many.",
-            )
-        ],
+        parameters=query_parameters(SessionList),
         responses=SessionSummarySerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        limit = query_integer(request, "limit", low=1, high=MAX_SESSIONS_LISTED, default=50)
+        limit = query_values(request, SessionList).limit
         rows = sessions_list(tenant_id=request_api_key(request).tenant_id, limit=limit)
         return Response(SessionSummarySerializer(rows, many=True).data)

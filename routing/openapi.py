@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from chatflows.openapi import BACKEND, CHATFLOW_ID
-from flywheel.contract import openapi_schema
 from flywheel.openapi import operation
+from flywheel.schemas import openapi_schema
 from routing.answering.query_input import PredictRequest, QueryRequest, QueryTypeRequest
 from routing.answering.query_output import (
     QueryAnswer,

@@ -36,6 +36,7 @@ from pydantic_core import InitErrorDetails
 from typing_extensions import TypedDict
 
 from chatflows.contract import FLOW_ID, MAX_FLOW_ID
+from chatflows.filters import INTENT_RULE, IntentSlug
 from flywheel.contract import NOT_BLANK, Contract, NullIs, Says, pick, refuse, validated
 from flywheel.jsonin import LONE_SURROGATE, json_problem, string_problem
 
@@ -45,7 +46,6 @@ MAX_PARAMETERS_BYTES = 20_000
 SESSION_ID_RULE = "Must be a UUID returned by an earlier answer."
 # A session id as answers give it (and the schema's "uuid" format): 8-4-4-4-12 hex digits.
 SESSION_ID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-INTENT = "^[-a-z0-9_]{1,50}$"
 QUESTION_RULE = "Required: a non-empty string."
 BACKEND_RULE = "Must be 'auto' or a backend's name, kind or id."
 FLOW_RULE = (
@@ -198,14 +198,14 @@ class QueryRequest(Contract):
         ),
     ]
     intent: Annotated[
-        Annotated[str, Field(min_length=1, max_length=50, pattern=INTENT)] | None,
+        IntentSlug | None,
         Field(
             description="Skip classification: use this intent. Examples: "
             "'creative-orientation', 'technical-analysis', 'document-qa', 'code-review', "
             "'summarize', 'conversation-query', 'general' (an administrator may add others; "
             "an unknown or disabled one is a ValidationError)."
         ),
-        Says("Must be an intent slug such as 'code-review'."),
+        Says(INTENT_RULE),
     ] = None
     backend: Annotated[
         str,

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Left
+from pydantic import Field
 
 from flywheel import ids
 from flywheel.cache import shared_cache, shared_cache_set
+from flywheel.contract import FROM_DIGITS, Contract, Says, validated
 from flywheel.errors import NotFoundError, ValidationError
 from routing.answering.query_input import SESSION_ID_RULE
 from routing.models import Session, Turn
@@ -24,9 +26,26 @@ from routing.recording.writer import reads_own_writes
 
 RECENT_TURNS = 5
 MAX_SESSIONS_LISTED = 500
+SESSIONS_LISTED = 50  # unless the caller asks for another number
 PREVIEW_CHARS = 140  # of a conversation's last answer, in lists of conversations
 SESSION_KEY = "flywheel:session:{id}"
 SESSION_CACHE_SECONDS = 24 * 3600
+
+
+class SessionList(Contract):
+    """How many of the caller's conversations a list shows (GET /api/v1/sessions and the
+    list_sessions tool: the REST door's parameter and the tool's argument are drawn
+    from it, and :func:`sessions_list` validates with it)."""
+
+    refused_message = "The parameters are not valid."
+    one_refused = "The {field} parameter is not valid."
+
+    limit: Annotated[
+        int,
+        Field(ge=1, le=MAX_SESSIONS_LISTED, description="At most this many."),
+        FROM_DIGITS,
+        Says(f"Must be an integer from 1 to {MAX_SESSIONS_LISTED}."),
+    ] = SESSIONS_LISTED
 
 
 @dataclass(frozen=True)
@@ -155,7 +174,7 @@ def session_history(*, tenant_id: int, session_id: str | uuid.UUID) -> list[Past
 
 
 @reads_own_writes
-def sessions_list(*, tenant_id: int, limit: int = 50) -> list[dict[str, Any]]:
+def sessions_list(*, tenant_id: int, limit: int = SESSIONS_LISTED) -> list[dict[str, Any]]:
     """The tenant's conversations, most recently active first (at most ``limit``, 1-500),
     once this process's pending writes have landed: each with ``id``, ``created_at``,
     ``updated_at``, ``first_question``, ``preview`` (the start of its last answer) and
@@ -163,17 +182,9 @@ def sessions_list(*, tenant_id: int, limit: int = 50) -> list[dict[str, Any]]:
 
     Sessions without a turn are left out: a query that got no answer (refused, or every
     backend failed) still records its session, whose id its caller never received. One
-    query. Raises ValidationError for a ``limit`` out of range.
+    query. Raises ValidationError for a ``limit`` SessionList refuses.
     """
-    if (
-        isinstance(limit, bool)
-        or not isinstance(limit, int)
-        or not 0 < limit <= MAX_SESSIONS_LISTED
-    ):
-        raise ValidationError(
-            f"limit must be an integer from 1 to {MAX_SESSIONS_LISTED}.",
-            details={"fields": {"limit": f"Must be an integer from 1 to {MAX_SESSIONS_LISTED}."}},
-        )
+    limit = validated(SessionList, {"limit": limit}).limit
     first = Turn.objects.filter(session=OuterRef("pk")).order_by("created_at", "id")
     last = Turn.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id")
     rows = (

@@ -26,6 +26,7 @@ from agents.auth import KeyCaller
 from agents.server import build_server
 from backends.models import Backend, BackendHealth
 from chatflows import contract, lifecycle
+from chatflows.filters import INTENT
 from chatflows.models import Flow
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
@@ -382,6 +383,31 @@ def test_list_flows_filters_by_intent(world: World, key: str) -> None:
     assert {f["name"] for f in ok(every)["result"]} == {"reviewer", "echo", "anything"}
     assert {f["name"] for f in ok(reviewing)["result"]} == {"anything"}  # the generic one
     assert "3 flows:" in text(every)
+
+
+def test_the_lists_take_and_refuse_what_their_rest_doors_do(world: World, key: str) -> None:
+    """list_flows and list_sessions publish their REST doors' contracts (chatflows/filters.py,
+    routing/answering/sessions.py) and are refused in the same words."""
+    tools = {name: t.input_schema for name, t in _tools(key).items()}
+    bad_intent, bad_limit, empty_intent = session(
+        key,
+        ("list_flows", {"intent": "Code Review"}),
+        ("list_sessions", {"limit": 0}),
+        ("list_flows", {"intent": ""}),
+    )
+
+    assert tools["list_flows"]["properties"]["intent"]["anyOf"][0]["pattern"] == INTENT
+    assert error(bad_intent) == {
+        "type": "ValidationError",
+        "message": "The intent filter is not valid.",
+        "details": {"fields": {"intent": "Must be an intent slug such as 'code-review'."}},
+    }
+    assert error(bad_limit) == {
+        "type": "ValidationError",
+        "message": "The limit parameter is not valid.",
+        "details": {"fields": {"limit": "Must be an integer from 1 to 500."}},
+    }
+    assert len(ok(empty_intent)["result"]) == 3  # an empty filter is no filter, as on REST
 
 
 # --- the chatflow lifecycle (seed 003) -------------------------------------------------------

@@ -9,7 +9,7 @@ import unicodedata
 
 import pytest
 
-from analytics.api import FORMULA_SIGNS, CsvRenderer, CsvTable
+from analytics.csv_export import FORMULA_SIGNS, CsvRenderer, CsvTable
 
 # Cells a tenant can put in a CSV (a backend's name): each would start a formula in
 # some spreadsheet, read with some separator, if written as it is.

@@ -359,3 +359,45 @@ def test_a_tenants_own_backend_shows_its_fields_but_never_user_info(
     assert "api_key" not in shown
     assert shown["health"]["latency_ms"] == 3.0
     assert shown["health"]["in_cooldown"] is False
+
+
+def test_a_refused_body_names_each_field_in_a_list_in_drfs_words(
+    api_client: APIClient,
+) -> None:
+    """The body is a contract (backends/contract.py) that words a refusal as the DRF
+    serializer it replaced did, and as the services word theirs: messages in a list."""
+    body = {"name": " ", "kind": "n8n", "base_url": "ftp://fw.test", "enabled": None}
+
+    refused = api_client.post(
+        "/api/v1/backends", {**body, "weight": 101, "colour": 1}, format="json"
+    )
+
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {
+        "type": "ValidationError",
+        "message": "The request is not valid.",
+        "details": {
+            "fields": {
+                "colour": ["Unknown field."],
+                "name": ["This field may not be blank."],
+                "kind": ['"n8n" is not a valid choice.'],
+                "base_url": ["The URL must start with http:// or https://."],
+                "enabled": ["This field may not be null."],
+                "weight": ["Ensure this value is less than or equal to 100.0."],
+            }
+        },
+    }
+
+
+def test_names_urls_and_keys_are_stored_trimmed(api_client: APIClient, tenant: Tenant) -> None:
+    body = {**NEW, "name": "  lf ", "base_url": " http://lf.test:7860 ", "api_key": "\tsk-1 "}
+
+    created = api_client.post("/api/v1/backends", body, format="json")
+
+    assert created.status_code == 201, created.content
+    backend = Backend.objects.get(tenant=tenant)
+    assert (backend.name, backend.base_url, backend.api_key) == (
+        "lf",
+        "http://lf.test:7860",
+        "sk-1",
+    )

@@ -12,13 +12,14 @@ from flywheel.contract import (
     NullIs,
     Says,
     checked,
-    mcp_schema,
-    openapi_schema,
+    partial,
     pick,
     refuse,
     validated,
+    validated_filters,
 )
 from flywheel.errors import ValidationError
+from flywheel.schemas import mcp_schema, openapi_schema
 
 
 def _no_x(value: str) -> str:
@@ -158,3 +159,37 @@ def test_a_picked_contract_keeps_its_fields_and_words() -> None:
     assert refused.message == "The order is not valid."
     assert refused.details["fields"] == {"unknown_fields": "size", "item": "Name an item."}
     assert openapi_schema(part)["description"] == "Part of an order."
+
+
+def test_a_partial_contract_takes_any_of_its_fields_as_declared() -> None:
+    change = partial(Order, "OrderChange", doc="A change to an order.")
+
+    assert validated(change, {}).model_dump(exclude_unset=True) == {}
+    assert validated(change, {"size": 2}).model_dump(exclude_unset=True) == {"size": 2}
+    refused = _refusal(change, {"item": "toolong", "colour": "red"})
+    assert refused.message == "The order is not valid."
+    assert refused.details["fields"] == {
+        "unknown_fields": "colour",
+        "item": "At most 5 characters.",
+    }
+    assert "required" not in openapi_schema(change)
+    assert openapi_schema(change)["description"] == "A change to an order."
+
+
+class Filters(Contract):
+    refused_message = "The filters are not valid."
+    one_refused = "The {field} filter is not valid."
+
+    colour: Annotated[str | None, Field(max_length=5), Says("At most 5 letters.")] = None
+    size: Annotated[int | None, Says("Must be a whole number.")] = None
+
+
+def test_a_refusal_of_one_field_may_name_it_and_an_empty_filter_is_none() -> None:
+    one = _refusal(Filters, {"colour": "crimson"})
+    both = _refusal(Filters, {"colour": "crimson", "size": "L"})
+
+    assert one.message == "The colour filter is not valid."
+    assert both.message == "The filters are not valid."
+    assert list(both.details["fields"]) == ["colour", "size"]
+    assert validated_filters(Filters, colour="", size=None) == Filters()
+    assert validated_filters(Filters, colour="red").colour == "red"

@@ -236,6 +236,34 @@ def test_a_filter_no_row_could_match_is_refused_naming_it(
     assert list(error["details"]["fields"]) == [parameter]
 
 
+@pytest.mark.parametrize(
+    ("path", "params", "message"),
+    [
+        ("/api/v1/flows", {"intent": "Code Review"}, "The intent filter is not valid."),
+        ("/api/v1/decisions", {"outcome": "won"}, "The outcome filter is not valid."),
+        ("/api/v1/sessions", {"limit": "0"}, "The limit parameter is not valid."),
+        (
+            "/api/v1/analytics/timeseries",
+            {"backend": "\x00"},
+            "The backend parameter is not valid.",
+        ),
+        (
+            "/api/v1/analytics/classification",
+            {"format": "csv"},
+            "The format parameter is not valid.",
+        ),
+    ],
+)
+def test_a_refused_parameter_is_named_in_the_message(
+    api_client: APIClient, path: str, params: dict[str, str], message: str
+) -> None:
+    # Each is declared once, in its read's contract, which words the refusal.
+    result = api_client.get(path, params)
+
+    assert result.status_code == 400, result.content
+    assert result.json()["error"]["message"] == message
+
+
 @pytest.mark.parametrize("backend", ["\u00b2", "99999999999999999999", "no-such-backend"])
 def test_a_backend_filter_that_names_nothing_is_an_empty_answer(
     world: World, api_client: APIClient, backend: str
