@@ -25,7 +25,7 @@ from backends.models import Backend
 from backends.services import backend_config
 from flywheel.asyncdb import db
 from flywheel.singleflight import SingleFlight
-from routing.selection.attempt import Attempt, BudgetExceededError
+from routing.selection.attempt import Attempt, BudgetExceededError, caller_caused
 from routing.selection.scoring import BackendEntry, Candidate
 
 logger = logging.getLogger(__name__)
@@ -115,6 +115,7 @@ def _attempt(
         completion_tokens=usage.completion_tokens if usage else None,
         total_tokens=usage.total_tokens if usage else None,
         cost=usage.cost if usage else None,
+        caller_fault=error is not None and caller_caused(error),
     )
 
 

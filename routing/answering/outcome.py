@@ -188,7 +188,7 @@ async def conclude(
     intent = query.classified.intent
     query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
     _log_failed_attempts(query, attempts)
-    breaker_apply_later(breaker_note(attempts, state.health, now()))
+    breaker_apply_later(breaker_note(attempts, state, now(), tenant_id=query.tenant.pk))
     if result is not None and winner is not None:
         outcome = "success" if len(attempts) == 1 else "fallback"
         await record(

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backends.errors import BackendTimeoutError
+from backends.errors import BackendError, BackendTimeoutError
+
+# A backend's 4xx answers that say nothing of what it was sent: Flywheel's key refused
+# (401, 403), a flow it does not have (404), its own clock or pace (408, 429).
+NOT_THE_REQUEST = frozenset({401, 403, 404, 408, 429})
 
 
 class BudgetExceededError(BackendTimeoutError):
@@ -13,6 +17,15 @@ class BudgetExceededError(BackendTimeoutError):
     own timeout)."""
 
     type = "BudgetExceeded"
+
+
+def caller_caused(error: BackendError) -> bool:
+    """Whether a backend refused what this query sent it (the question, the history
+    that travelled with it, its parameters) rather than failed: any 4xx but
+    NOT_THE_REQUEST, such as 400, 413 (a body over its limit) or 422. The backend
+    answered, so the failure says nothing of its health (routing.selection.breaker)."""
+    status = error.http_status
+    return status is not None and 400 <= status < 500 and status not in NOT_THE_REQUEST
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,7 @@ class Attempt:
     completion_tokens: int | None = None
     total_tokens: int | None = None
     cost: float | None = None
+    caller_fault: bool = False  # failed by caller_caused: no count against the backend
 
     @property
     def measured(self) -> bool:
