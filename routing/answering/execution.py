@@ -25,7 +25,7 @@ from backends.models import Backend
 from backends.services import backend_config
 from flywheel.asyncdb import db
 from flywheel.singleflight import SingleFlight
-from routing.selection.attempt import Attempt, BudgetExceededError
+from routing.selection.attempt import Attempt, BudgetExceededError, caller_caused
 from routing.selection.scoring import BackendEntry, Candidate
 
 logger = logging.getLogger(__name__)
@@ -116,6 +116,7 @@ def _attempt(
         total_tokens=usage.total_tokens if usage else None,
         cost=usage.cost if usage else None,
         backend_owner=candidate.backend.tenant_id,
+        caller_fault=error is not None and caller_caused(error),
     )
 
 

@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from django.conf import settings
+
 from backends.adapters.base import ExecutionResult
 from flywheel.errors import (
     DATABASE_UNAVAILABLE,
@@ -188,7 +190,7 @@ async def conclude(
     intent = query.classified.intent
     query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
     _log_failed_attempts(query, attempts)
-    breaker_apply_later(breaker_note(attempts, state.health, now()))
+    breaker_apply_later(breaker_note(attempts, state, now(), tenant_id=query.tenant.pk))
     if result is not None and winner is not None:
         outcome = "success" if len(attempts) == 1 else "fallback"
         await record(
@@ -202,17 +204,7 @@ async def conclude(
                 answer=result.text,
             ),
             state,
-            CachedAnswer(
-                tenant_id=query.tenant.pk,
-                intent=intent,
-                question=query.backend_question,
-                value={
-                    "answer": result.text,
-                    "backend": winner.backend.name,
-                    "flow": winner.flow.name,
-                },
-                ttl=state.policy.answer_cache_ttl_seconds,
-            ),
+            _cached_answer(query, intent, result.text, winner, state),
         )
         return _response(
             query, result.text, _routing_block(query, winner=winner, attempts=attempts)
@@ -255,6 +247,24 @@ async def conclude(
         state,
     )
     raise failure
+
+
+def _cached_answer(
+    query: Query, intent: str, text: str, winner: Candidate, state: RoutingState
+) -> CachedAnswer | None:
+    """The answer to keep for the same question while backends are down, unless it is
+    longer than an answer is kept (FLYWHEEL_MAX_STORED_ANSWER_CHARS): a cut answer must
+    not stand in for a whole one, and a tenant must not fill the cache with its backend's
+    longest answers."""
+    if len(text) > settings.MAX_STORED_ANSWER_CHARS:
+        return None
+    return CachedAnswer(
+        tenant_id=query.tenant.pk,
+        intent=intent,
+        question=query.backend_question,
+        value={"answer": text, "backend": winner.backend.name, "flow": winner.flow.name},
+        ttl=state.policy.answer_cache_ttl_seconds,
+    )
 
 
 async def answered_locally(query: Query, state: RoutingState, answer: str) -> dict[str, Any]:

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backends.errors import BackendTimeoutError
+from backends.errors import BackendError, BackendTimeoutError
+
+# A backend's 4xx answers that say nothing of what it was sent: Flywheel's key refused
+# (401, 403), a flow it does not have (404), its own clock or pace (408, 429).
+NOT_THE_REQUEST = frozenset({401, 403, 404, 408, 429})
 
 
 class BudgetExceededError(BackendTimeoutError):
@@ -13,6 +17,15 @@ class BudgetExceededError(BackendTimeoutError):
     own timeout)."""
 
     type = "BudgetExceeded"
+
+
+def caller_caused(error: BackendError) -> bool:
+    """Whether a backend refused what this query sent it (the question, the history
+    that travelled with it, its parameters) rather than failed: any 4xx but
+    NOT_THE_REQUEST, such as 400, 413 (a body over its limit) or 422. The backend
+    answered, so the failure says nothing of its health (routing.selection.breaker)."""
+    status = error.http_status
+    return status is not None and 400 <= status < 500 and status not in NOT_THE_REQUEST
 
 
 @dataclass(frozen=True)
@@ -33,12 +46,15 @@ class Attempt:
     # The tenant that owns the backend (None: a shared one), so that /metrics keeps a
     # tenant's backend apart from a shared one of the same name.
     backend_owner: int | None = None
+    caller_fault: bool = False  # failed by caller_caused: no count against the backend
 
     @property
     def measured(self) -> bool:
         """Whether it says something of the backend (a performance record): an attempt
-        cut short by the query's budget may have had only milliseconds."""
-        return self.error_type != BudgetExceededError.type
+        cut short by the query's budget may have had only milliseconds, and one the
+        backend refused for what the caller sent says nothing of its health (one tenant
+        must not lower a shared backend's score for all)."""
+        return self.error_type != BudgetExceededError.type and not self.caller_fault
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -74,6 +74,7 @@ class HealthEntry:
     healthy: bool
     cooldown_until: datetime | None = None
     needs_trial: bool = False  # the breaker opened: past the cooldown, one query tries it
+    probe_failed: bool = False  # its last health probe failed (not merely never probed)
 
 
 # Asked, for a backend whose breaker waits for its trial, whether this query may be

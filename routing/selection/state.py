@@ -108,6 +108,7 @@ def _health(published: dict[int, dict[str, Any]]) -> dict[int, HealthEntry]:
             healthy=h["healthy"],
             cooldown_until=parse_datetime(h["cooldown_until"]) if h["cooldown_until"] else None,
             needs_trial=h.get("needs_trial", False),  # absent from snapshots published before
+            probe_failed=h.get("consecutive_failures", 0) > 0,
         )
         for backend_id, h in published.items()
     }

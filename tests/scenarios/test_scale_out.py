@@ -456,10 +456,13 @@ def test_a_breaker_opened_by_failures_in_one_process_keeps_the_other_off_it_with
     world.fail_every_answer_of(world.cluster.primary)
     assert [c["backend"] for c in world.candidates(b)] == ["primary", "secondary"]
 
-    # Enough failed answers in A's window to open the breaker (routing/selection/breaker.py); each
-    # question is still answered, by the secondary.
-    for _ in range(MIN_ATTEMPTS):
-        answered = world.ask(a)
+    # Enough failed answers in A's window to open the breaker (routing/selection/breaker.py),
+    # from two tenants (one's alone do not open a shared backend); each question is still
+    # answered, by the secondary.
+    other = Tenant.objects.create(name="Other", slug="other")
+    keys = (world.key, api_key_create(tenant=other, name="scale-out")[1])
+    for n in range(MIN_ATTEMPTS):
+        answered = world.ask(a, keys[n % 2])
         assert answered.status_code == 200, answered.text
         chain = answered.json()["routing"]["fallback_chain"]
         assert [(s["backend"], s["ok"]) for s in chain] == [("primary", False), ("secondary", True)]

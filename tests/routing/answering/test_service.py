@@ -465,6 +465,19 @@ def test_all_down_serves_a_fresh_cached_answer_flagged(world: World, tenant: Ten
     assert RoutingDecision.objects.latest("id").outcome == "cached"
 
 
+def test_an_answer_longer_than_is_kept_is_not_served_from_the_cache(
+    world: World, tenant: Tenant, settings: Any
+) -> None:
+    settings.MAX_STORED_ANSWER_CHARS = 1_000
+    world.fw_route.mock(return_value=httpx.Response(200, json={"text": "long " * 400}))
+    ask(tenant, question=REVIEW)
+    world.fail(world.fw_route)
+    world.fail(world.lf_route)
+
+    # A cut answer must not stand in for the whole one: nothing cached, so an error.
+    fails(tenant, AllBackendsFailedError, question=REVIEW)
+
+
 # --- metadata and decisions ------------------------------------------------------------
 
 
