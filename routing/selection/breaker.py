@@ -97,13 +97,13 @@ def breaker_note(
     (to be applied with :func:`breaker_apply`, off the event loop)."""
     changes: list[Change] = []
     for attempt in attempts:
-        if not attempt.measured:
-            continue
         backend_id = attempt.backend_id
         trial = backend_id in _trials and awaiting_trial(state.health.get(backend_id), now)
         if attempt.caller_fault:  # the backend answered: it refused what it was sent
             if trial:
                 changes.append(Change(backend_id, attempt.backend, opened=None))
+            continue
+        if not attempt.measured:  # cut short by the query's budget: it says nothing
             continue
         if trial:
             reason = "" if attempt.ok else f"its trial failed: {attempt.error_type}"
