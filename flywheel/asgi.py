@@ -60,7 +60,7 @@ api = ApiHandler()
 from flywheel.fastlane import FastLane  # noqa: E402
 from flywheel.hosts import host_refusal, host_verdict  # noqa: E402
 from flywheel.metrics import REQUESTS, door_of, labelled  # noqa: E402
-from flywheel.readlimits import BodyLimit  # noqa: E402
+from flywheel.readlimits import BodyLimit, within_declared_limit  # noqa: E402
 from routing import api as routing_api  # noqa: E402
 
 api_with_fast_lane = FastLane(
@@ -142,14 +142,17 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await handler(scope, receive, send)
         return
     status = 0
-    body = BodyLimit(scope, receive, send)  # flywheel/readlimits.py: the body size limit
+    # flywheel/readlimits.py: the body size limit, watched unless the length is declared
+    body = None if within_declared_limit(scope) else BodyLimit(scope, receive, send)
+    if body is not None:
+        receive, send = body.receive, body.send
     view = api_with_fast_lane.view_for(scope) if is_api else None
     if view is not None:  # the query path: its status is known without watching the sends
         try:
-            if not await body.refuse_declared():
-                status = await api_with_fast_lane.answer(view, scope, body.receive, body.send)
+            if body is None or not await body.refuse_declared():
+                status = await api_with_fast_lane.answer(view, scope, receive, send)
         finally:
-            status = body.refused or status
+            status = (body.refused if body else 0) or status
             labelled(REQUESTS, "rest", str(status) if status else "none").inc()
         return
 
@@ -157,11 +160,11 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
-        await body.send(message)
+        await send(message)
 
     try:
-        if not await body.refuse_declared():
-            await handler(scope, body.receive, counted)
+        if body is None or not await body.refuse_declared():
+            await handler(scope, receive, counted)
     finally:  # a client gone before the answer started counts as status "none"
-        status = body.refused or status
+        status = (body.refused if body else 0) or status
         labelled(REQUESTS, door_of(scope["path"]), str(status) if status else "none").inc()

@@ -42,6 +42,17 @@ def refusal_messages(err: ApplicationError) -> list[dict[str, Any]]:
     ]
 
 
+def within_declared_limit(scope: Mapping[str, Any]) -> bool:
+    """Whether the request declares a Content-Length within the limit. The server
+    delivers no more body than that (what follows is the next request), so such a
+    request needs no watching: most requests, the query path's among them, pass
+    unwrapped (the wrapper cost about 4 µs a question in place)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return bool(value.isdigit() and int(value) <= settings.MAX_BODY_BYTES)
+    return False
+
+
 class BodyLimit:
     """One HTTP request's body, read within its size limit; ``receive`` and ``send``
     stand in for the server's. ``refused`` is the status Flywheel refused it with (0: none)."""
@@ -105,6 +116,9 @@ class BodyLimits:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if within_declared_limit(scope):
             await self.app(scope, receive, send)
             return
         body = BodyLimit(scope, receive, send)

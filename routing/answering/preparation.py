@@ -183,9 +183,18 @@ def _why_not_routable(tenant: Tenant | None, flow: str, backend: str) -> Applica
     return None
 
 
+def _no_history(candidate: Candidate) -> Sequence[Exchange]:
+    return ()
+
+
+_NO_HISTORY: HistoryFor = _no_history
+
+
 def history_for_query(query: Query) -> HistoryFor:
     """Earlier exchanges to send along when the conversation moves to another backend,
     or to another flow of the same one (a backend keeps a session's memory per flow)."""
+    if not query.history:  # a new conversation: nothing travels
+        return _NO_HISTORY
     last = next(
         ((t.backend_id, t.flow_id) for t in reversed(query.history) if t.backend_id is not None),
         None,

@@ -99,8 +99,9 @@ class Query:
         # A session opened for this query whose id the caller never got (no answer) is
         # not kept: it would be a conversation nobody can continue or look up.
         opened_here = self.request.session_id is None and fields.get("answer") is None
-        if fields.get("answer") is not None:  # kept (turn, spool, cached turns) within bounds
-            fields["answer"] = clipped(fields["answer"], settings.MAX_STORED_ANSWER_CHARS)
+        answer = fields.get("answer")
+        if answer is not None and len(answer) > settings.MAX_STORED_ANSWER_CHARS:
+            fields["answer"] = clipped(answer, settings.MAX_STORED_ANSWER_CHARS)  # as kept
         return DecisionData(
             request_id=self.request_id,
             tenant_id=self.tenant.pk,

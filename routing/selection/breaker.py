@@ -111,6 +111,8 @@ def breaker_note(
             continue
         window = _windows.setdefault(backend_id, deque(maxlen=WINDOW))
         window.append((attempt.ok, tenant_id))
+        if attempt.ok:  # an answer opens nothing: the failures need no counting
+            continue
         failed = sum(1 for ok, _ in window if not ok)
         if (
             len(window) >= MIN_ATTEMPTS
