@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 
 from backends.adapters.records import FLOW_ID, ID_CHARS
 from backends.contract import registered_kinds
-from flywheel.contract import NOT_BLANK, PY_SPACE, Contract, Says, refuse
+from flywheel.contract import NOT_BLANK, PY_SPACE, Contract, Says, fault_details, refuse
 from flywheel.errors import ValidationError
 from flywheel.jsonin import string_problem
 
@@ -36,15 +36,8 @@ def invalid(field: str, message: str, constraint: str, value: Any = None) -> Val
     """A refusal in seed 003's shape, for what no field's type can tell (which backend
     a flow goes to, an update that changes nothing): the field, the constraint and
     (shortly) the value, as the fields below refuse theirs."""
-    shown = value if isinstance(value, bool | int | float) or value is None else str(value)[:80]
     return ValidationError(
-        message,
-        details={
-            "field": field,
-            "value": shown,
-            "constraint": constraint,
-            "fields": {field: message},
-        },
+        message, details={**fault_details(field, value, constraint), "fields": {field: message}}
     )
 
 

@@ -321,14 +321,18 @@ def _said(problem: Mapping[str, Any], says: Says | None) -> Says:
 
 
 def _fault(path: str, said: Says, value: Any) -> dict[str, Any]:
-    """Seed 003's ``details``: the field, the constraint and (shortly) the value."""
-    if said.shown is not _AS_GIVEN:
-        value = said.shown
-    elif isinstance(value, str):
+    shown = value if said.shown is _AS_GIVEN else said.shown
+    return fault_details(path, shown, said.constraint)
+
+
+def fault_details(field_name: str, value: Any, constraint: str | None) -> dict[str, Any]:
+    """Seed 003's ``details``: the field, the constraint and (shortly) the value; text
+    that JSON could not carry (a lone surrogate) or should not (a NUL) is not shown."""
+    if isinstance(value, str):
         value = None if string_problem(value) else value[:80]
     elif not (isinstance(value, bool | int | float) or value is None):
         value = str(value)[:80]
-    return {"field": path, "value": value, "constraint": said.constraint}
+    return {"field": field_name, "value": value, "constraint": constraint}
 
 
 def checked(shape: Any, value: Any, field_name: str) -> Any:

@@ -42,15 +42,21 @@ def refusal_messages(err: ApplicationError) -> list[dict[str, Any]]:
     ]
 
 
+def _declared_length(scope: Mapping[str, Any]) -> int | None:
+    """The request's Content-Length, or None when it declares none (or not in digits)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
 def within_declared_limit(scope: Mapping[str, Any]) -> bool:
     """Whether the request declares a Content-Length within the limit. The server
     delivers no more body than that (what follows is the next request), so such a
     request needs no watching: most requests, the query path's among them, pass
     unwrapped (the wrapper cost about 4 µs a question in place)."""
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            return bool(value.isdigit() and int(value) <= settings.MAX_BODY_BYTES)
-    return False
+    length = _declared_length(scope)
+    return length is not None and length <= settings.MAX_BODY_BYTES
 
 
 class BodyLimit:
@@ -74,12 +80,10 @@ class BodyLimit:
 
     async def refuse_declared(self) -> bool:
         """Refuse a request whose Content-Length is over the limit, at once; whether it was."""
-        for name, value in self._scope["headers"]:
-            if name == b"content-length":
-                if value.isdigit() and int(value) > self._max_bytes:
-                    await self._refuse(self._too_large())
-                    return True
-                break
+        length = _declared_length(self._scope)
+        if length is not None and length > self._max_bytes:
+            await self._refuse(self._too_large())
+            return True
         return False
 
     async def receive(self) -> dict[str, Any]:
@@ -115,10 +119,7 @@ class BodyLimits:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if within_declared_limit(scope):
+        if scope["type"] != "http" or within_declared_limit(scope):
             await self.app(scope, receive, send)
             return
         body = BodyLimit(scope, receive, send)
