@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help run test test-live fuzz soak chaos eval lint docs format lock clean bench load
+.PHONY: help run test test-live fuzz soak chaos eval sim sim-http lint docs format lock clean bench load
 
 help:
 	@echo "make run    install, migrate, load defaults and serve web + worker + beat on $(HOST):$(PORT)"
@@ -17,13 +17,15 @@ help:
 	@echo "make fuzz   schemathesis over the served API schema, against a real server (~3 minutes)"
 	@echo "make soak   make run's zero-setup default under light traffic for 15 minutes (SOAK_SECONDS)"
 	@echo "make eval   classification accuracy per labelled set: rules, learned model, cascade"
+	@echo "make sim    the learning simulator: how often the first backend tried is the best, and how fast a change is followed (ARGS=--held-out: the scenarios never tuned on)"
+	@echo "make sim-http  the learning scenarios through a real Flywheel over HTTP, in real time (~10 minutes for the held-out ones; ARGS=--scenario NAME, --time-scale 0.5, --classify, --seeds N)"
 	@echo "make chaos  the fault suite: failing backends, Redis and PostgreSQL stopped, web killed (~5 minutes)"
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make docs   build docs/ into var/docs with MkDocs (strict) and check the README's links; fails on any warning"
 	@echo "make format apply ruff's fixes and formatting"
 	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
 	@echo "make load   60 s of sustained load through uvicorn (a worker per core) against an instant stand-in: q/s, p50/p99, CPU per question, memory growth, a 500-question burst (LOAD_SECONDS; BEFORE=DIR: another checkout beside it)"
-	@echo "make bench  routing decision, rate-limit check, decision spool, REST overhead, concurrency, HTTP transports, MCP and analytics benchmarks (prints figures)"
+	@echo "make bench  routing decision, learning, rate-limit check, decision spool, REST overhead, concurrency, HTTP transports, MCP and analytics benchmarks (prints figures)"
 	@echo "make peers  install, start and seed real Flowise + Langflow on loopback; register them as backends"
 	@echo "make peers-stop  stop the servers started by make peers"
 
@@ -71,6 +73,14 @@ soak: $(VENV)/.dev-installed
 eval: $(VENV)/.dev-installed
 	$(PY) scripts/intent_eval.py $(ARGS)
 
+sim: $(VENV)/.dev-installed
+	$(PY) bench/learning.py $(ARGS)
+
+# bench/learning_http.py says what it runs; it needs PostgreSQL and Redis, as make load does.
+sim-http: $(VENV)/.dev-installed
+	$(PY) scripts/ensure_services.py
+	$(PY) bench/learning_http.py $(ARGS)
+
 # scripts/chaos.py says what it checks; it runs its own PostgreSQL and Redis on loopback.
 chaos: $(VENV)/.dev-installed
 	$(PY) scripts/chaos.py $(ARGS)
@@ -95,6 +105,8 @@ format: $(VENV)/.dev-installed
 bench: $(VENV)/.dev-installed
 	$(PY) scripts/ensure_services.py
 	$(PY) bench/routing_decision.py
+	$(PY) bench/learning.py --seeds 3 --brief
+	$(PY) bench/learning.py --held-out --seeds 3 --brief
 	$(PY) bench/ratelimit.py
 	$(PY) bench/spool.py
 	$(PY) bench/rest.py

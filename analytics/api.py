@@ -38,6 +38,7 @@ from analytics.filters import FORMAT_RULE, AnalyticsQuery, AnswerFormat, Decisio
 from analytics.models import Granularity
 from analytics.reads import backends_by_intent, timeseries
 from analytics.selectors import decision_get, decisions_for
+from analytics.splits import split_arms
 from analytics.visualize import session_visualization
 from flywheel.authentication import (
     ApiKeyAuthentication,
@@ -324,6 +325,44 @@ class ClassificationView(_RangeView):
             tenant=reader_scope(request).tenant, since=params["since"], until=params["until"]
         )
         return Response(ClassificationSerializer(found).data)
+
+
+class SplitArmSerializer(serializers.Serializer):
+    arm = serializers.CharField(help_text="The arm's label, as the admin named it.")
+    backend = serializers.CharField()
+    flow = serializers.CharField()
+    questions = serializers.IntegerField()
+    share = serializers.FloatField(help_text="Of the intent's split questions.")
+    first_answered = serializers.FloatField(help_text="Answered by the arm itself.")
+    answered = serializers.FloatField(help_text="Answered at all (after fallback too).")
+    median_ms = serializers.FloatField(allow_null=True)
+    p90_ms = serializers.FloatField(allow_null=True)
+
+
+class SplitIntentSerializer(serializers.Serializer):
+    intent = serializers.CharField()
+    questions = serializers.IntegerField()
+    arms = SplitArmSerializer(many=True)
+
+
+class SplitsSerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    intents = SplitIntentSerializer(many=True)
+
+
+class SplitsView(_RangeView):
+    """GET /api/v1/analytics/splits?since=&until=&intent=."""
+
+    renderer_classes = [JSONRenderer]
+
+    @extend_schema(
+        parameters=query_parameters(AnalyticsQuery, *RANGE), responses={200: SplitsSerializer}
+    )
+    def get(self, request: Request) -> Response:
+        """Per intent, each A/B split arm's questions, answer rates and times."""
+        found = split_arms(tenant=reader_scope(request).tenant, **self._params())
+        return Response(SplitsSerializer(found).data)
 
 
 class VisualizeView(APIView):

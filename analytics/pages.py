@@ -30,6 +30,7 @@ from analytics.health import health_timeline
 from analytics.reads import overview, totals
 from analytics.rollups import STEP
 from analytics.selectors import decisions_for
+from analytics.splits import split_arms
 from analytics.visualize import decision_for, decision_story, session_visualization
 from backends.models import Backend
 from backends.selectors import backends_visible_to
@@ -150,6 +151,7 @@ def analytics_page(request: HttpRequest) -> HttpResponse:
         ),
         "csv_query": urlencode({**csv, "format": "csv"}),
         "classification": classification_summary(tenant=scope.tenant, since=since),
+        "splits": split_arms(tenant=scope.tenant, since=since, intent=filters["intent"]),
     }
     return render(request, "pages/analytics.html", context)
 

@@ -17,6 +17,7 @@ from routing.answering.query import trace_path
 from routing.answering.sessions import session_key
 from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session
 from routing.recording.writer import reads_own_writes
+from routing.selection.words import why
 
 
 def visualization_path(session_id: object) -> str:
@@ -69,6 +70,7 @@ def decision_story(decision: RoutingDecision) -> dict[str, Any]:
         },
         "query_type": decision.query_type or None,
         "candidates": list(decision.candidates or []),
+        "why": evidence.get("why") or (why(decision.candidates) if decision.candidates else ""),
         "fallback_chain": list(decision.fallback_chain or []),
         "outcome": decision.outcome,
         "answered_by": answered_by(decision),

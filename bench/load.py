@@ -72,13 +72,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -94,14 +92,22 @@ from bench.common import (
     percentile,
     process_tree,
     questions,
-    recreate_database,
     rss_mb,
     start,
     wait_for,
 )
 from bench.loadgen import HttpConnection
-from bench.rest import BENCH_KEY_LIMIT, SETUP, ask, serve
+from bench.rest import BENCH_KEY_LIMIT, SETUP, ask
 from bench.rest import ENV as REST_ENV
+from bench.serving import (
+    LOCAL_HOSTS,
+    Server,
+    decisions_stored,
+    fresh_database,
+    loadavg,
+    served,
+    stop,
+)
 
 PG = os.environ.get(
     "BENCH_LOAD_DATABASE_URL",
@@ -125,7 +131,6 @@ BURST_TARGET = 1.3  # seconds for the whole burst
 STUCK_SECONDS = 30.0  # a request unanswered this long after a round's end is an error
 GROUPS = ("web", "pg", "pg-bg", "redis", "stand-in", "gen")
 ROUTED = ("web", "pg", "pg-bg", "redis")  # what a routed question costs Flywheel's side
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
 # --- The load generator ----------------------------------------------------------
@@ -209,39 +214,6 @@ async def generate(
 # --- CPU time per process group, from /proc ---------------------------------------
 
 Snapshot = dict[str, dict[int, float]]
-
-
-class Postgres:
-    """A monitoring connection to the bench database (its own backend is left out)."""
-
-    def __init__(self, url: str) -> None:
-        import psycopg
-
-        self.local = urlsplit(url).hostname in LOCAL_HOSTS
-        self.conn = psycopg.connect(url, autocommit=True)
-
-    def _pids(self, where: str) -> list[int]:
-        if not self.local:  # its processes are not in this machine's /proc
-            return []
-        rows = self.conn.execute(
-            f"SELECT pid FROM pg_stat_activity WHERE {where} AND pid <> pg_backend_pid()"  # noqa: S608
-        ).fetchall()
-        return [int(pid) for (pid,) in rows]
-
-    def backends(self) -> list[int]:
-        """The backends serving the bench database (Flywheel's pools, autovacuum on it)."""
-        return self._pids("datname = current_database()")
-
-    def background(self) -> list[int]:
-        """The cluster's own processes: WAL writer, checkpointer, background writer..."""
-        return self._pids("datname IS NULL")
-
-    def decisions(self) -> int:
-        row = self.conn.execute("SELECT count(*) FROM analytics_routingdecision").fetchone()
-        return int(row[0]) if row else 0
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 def redis_pid(url: str) -> int | None:
@@ -374,31 +346,6 @@ def progress(web: Callable[[], list[int]]) -> Callable[[Load], None]:
 
 
 @dataclass
-class Server:
-    """One Flywheel under measurement, served from the checkout ``checkout``.
-
-    ``label`` names its rounds: "Flywheel" for this checkout, "before" for the
-    one given with --before (an earlier commit, as a git worktree), which gets a
-    database, cache prefix and var directory of its own.
-    """
-
-    label: str
-    checkout: Path
-    env: dict[str, str]
-    process: subprocess.Popen[bytes] | None = None
-    port: int = 0
-    key: str = ""
-    pg: Postgres | None = None
-
-    @property
-    def database(self) -> str:
-        return self.env["DATABASE_URL"]
-
-    def web(self) -> list[int]:
-        return process_tree(self.process.pid) if self.process else []
-
-
-@dataclass
 class Stack:
     servers: list[Server]  # "before" first, when there is one; "Flywheel" last
     standin: subprocess.Popen[bytes]
@@ -419,33 +366,11 @@ def before_env() -> dict[str, str]:
 
 def prepare_database(server: Server, standin_port: int, slow_port: int) -> str:
     """A fresh database for ``server``, migrated, with bench/rest.py's setup; the bench key."""
-    recreate_database(server.database)
-    shutil.rmtree(server.env["FLYWHEEL_VAR_DIR"], ignore_errors=True)  # no spool to replay
-    manage(server.env, "migrate", "--noinput", "-v", "0", cwd=server.checkout)
+    fresh_database(server)
     # rest.py's setup: "instant" answers at once (every round's question names it),
     # "slow" after a second (the burst's).
     setup = SETUP.format(instant=standin_port, slow=slow_port, limit=BENCH_KEY_LIMIT)
     return manage(server.env, "shell", stdin=setup, cwd=server.checkout).splitlines()[-2]
-
-
-def spawned_workers(pid: int) -> int:
-    """How many worker processes uvicorn (``pid``) has started so far."""
-    count = 0
-    for each in process_tree(pid):
-        with suppress(OSError):
-            count += b"spawn_main" in Path(f"/proc/{each}/cmdline").read_bytes()
-    return count
-
-
-def wait_for_workers(pid: int, workers: int, timeout: float = 60.0) -> None:
-    """Every worker started, so that the set of Flywheel's processes is complete.
-
-    With one worker uvicorn serves in its own process; with more, it spawns
-    them (and multiprocessing's resource tracker, counted among Flywheel's).
-    """
-    deadline = time.monotonic() + timeout
-    while workers > 1 and spawned_workers(pid) < workers and time.monotonic() < deadline:
-        time.sleep(0.2)
 
 
 @contextmanager
@@ -459,36 +384,14 @@ def flywheel(workers: int, before: Path | None) -> Iterator[Stack]:
         server.key = prepare_database(server, standin_port, slow_port)
     standin = start(["bench/standin.py", str(standin_port), "0"])
     slow = start(["bench/standin.py", str(slow_port), str(BURST_DELAY)])
-    try:
+    with ExitStack() as stack:
+        for process in (standin, slow):
+            stack.callback(stop, process)  # last: after the servers
         wait_for(f"http://127.0.0.1:{standin_port}/api/v1/ping")
         wait_for(f"http://127.0.0.1:{slow_port}/api/v1/ping")
         for server in servers:
-            server.port = free_port()
-            server.process = serve(server.port, workers, env=server.env, cwd=server.checkout)
-            wait_for(f"http://127.0.0.1:{server.port}/healthz")
-            wait_for_workers(server.process.pid, workers)
-            server.pg = Postgres(server.database)
+            stack.enter_context(served(server, workers))
         yield Stack(servers, standin, standin_port, slow, slow_port)
-    finally:
-        for server in servers:
-            if server.pg is not None:
-                server.pg.close()
-            if server.process is not None:
-                stop(server.process)
-        for process in (standin, slow):
-            stop(process)
-
-
-def stop(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
-    """Terminate; kill it and its children if it has not stopped within ``grace`` seconds."""
-    process.terminate()
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        for pid in process_tree(process.pid):  # uvicorn's workers too
-            with suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        process.wait()
 
 
 # --- The run ---------------------------------------------------------------------
@@ -516,10 +419,6 @@ def parse() -> argparse.Namespace:
         help="another checkout (say, a git worktree of an earlier commit) to measure too",
     )
     return parser.parse_args()
-
-
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def combined(rounds: list[Round], target: str) -> Round:
@@ -628,14 +527,6 @@ def run_bursts(stack: Stack, n: int) -> list[str]:
     for error in errors:
         print(f"  FAILED: {error}")
     return errors
-
-
-def decisions_stored(pg: Postgres, expected: int, wait: float) -> int:
-    """The decisions in the database, once they reach ``expected`` or ``wait`` s have passed."""
-    deadline = time.monotonic() + wait
-    while (count := pg.decisions()) < expected and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return count
 
 
 def plan(args: argparse.Namespace, labels: list[str]) -> list[tuple[str, float]]:

@@ -39,6 +39,18 @@ async def read_body(receive: Any) -> bytes:
             return body
 
 
+async def respond(send: Any, status: int, content_type: bytes, payload: bytes) -> None:
+    """Send a whole ASGI HTTP response."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type)],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
 def _faulty() -> bool:
     """Whether this prediction fails: a share of them, spread evenly."""
     if not FAULT["fault"]:
@@ -76,14 +88,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                 payload = b"<html>502 Bad Gateway</html>"
             else:
                 status, payload = 500, b'{"message": "Internal Server Error"}'
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", content_type)],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
+    await respond(send, status, content_type, payload)
 
 
 if __name__ == "__main__":

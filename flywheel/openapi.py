@@ -90,6 +90,7 @@ EMPTY_IS_NO_FILTER = {
     ("get", "/api/v1/analytics/backends-by-intent"): {"since", "until", "intent"},
     ("get", "/api/v1/analytics/timeseries"): {"since", "until", "intent", "backend"},
     ("get", "/api/v1/analytics/classification"): {"since", "until"},
+    ("get", "/api/v1/analytics/splits"): {"since", "until", "intent"},
 }
 
 
@@ -167,6 +168,7 @@ EXTRA: dict[tuple[str, str], dict[int, str | None]] = {
     ("get", "/api/v1/analytics/backends-by-intent"): {403: _OTHER_TENANT},
     ("get", "/api/v1/analytics/timeseries"): {403: _OTHER_TENANT},
     ("get", "/api/v1/analytics/classification"): {403: _OTHER_TENANT},
+    ("get", "/api/v1/analytics/splits"): {403: _OTHER_TENANT},
     ("get", "/api/v1/visualize/{session_id}"): {404: "No such session for this tenant."},
     ("get", "/api/v1/chatflows"): {404: "No such backend for this tenant (?backend=)."},
     ("post", "/api/v1/chatflows"): {

@@ -64,6 +64,7 @@ api_v1 = [
     path(
         "analytics/timeseries", analytics_api.TimeseriesView.as_view(), name="analytics-timeseries"
     ),
+    path("analytics/splits", analytics_api.SplitsView.as_view(), name="analytics-splits"),
     path(
         "analytics/classification",
         analytics_api.ClassificationView.as_view(),

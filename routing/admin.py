@@ -23,6 +23,8 @@ from routing.models import (
     RoutingPolicy,
     ScopePattern,
     Session,
+    Split,
+    SplitArm,
     Turn,
 )
 from routing.selection.state import forget, routing_state
@@ -152,12 +154,15 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
             {"fields": ["weight_match", "weight_health", "weight_performance", "weight_tokens"]},
         ),
         (
-            "Performance",
+            "Learning",
             {
                 "fields": [
                     "performance_window",
-                    "performance_max_age_seconds",
-                    "exploration_share",
+                    "half_life_seconds",
+                    "half_life_attempts",
+                    "failure_cost_seconds",
+                    "prior_strength",
+                    "exploration",
                     "latency_ceiling_ms",
                     "token_ceiling",
                 ]
@@ -168,7 +173,7 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
             {"fields": ["confidence_threshold", "llm_classification_enabled", "learn_from_llm"]},
         ),
         ("Cooldown", {"fields": ["cooldown_failures", "cooldown_seconds"]}),
-        ("Time", {"fields": ["query_budget_seconds"]}),
+        ("Time", {"fields": ["query_budget_seconds", "hedging"]}),
         (
             "Caches",
             {
@@ -195,6 +200,41 @@ class RoutingPolicyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class SplitArmInline(admin.TabularInline):
+    model = SplitArm
+    fields = ["label", "backend", "flow", "weight"]
+    autocomplete_fields = ["backend", "flow"]
+    extra = 2
+
+
+@admin.register(Split)
+class SplitAdmin(admin.ModelAdmin):
+    """A/B splits: an intent's questions go first to its arms, in proportion to their
+    weights; the analytics page compares the arms."""
+
+    list_display = ["intent", "enabled", "arms_shown", "note", "updated_at"]
+    list_filter = ["enabled"]
+    inlines = [SplitArmInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Split]:
+        return super().get_queryset(request).select_related("intent").prefetch_related("arms")
+
+    @admin.display(description="arms")
+    def arms_shown(self, obj: Split) -> str:
+        arms = list(obj.arms.all())
+        total = sum(a.weight for a in arms) or 1
+        return ", ".join(f"{a.label} {a.weight * 100 / total:.0f} %" for a in arms)
+
+
+@admin.register(SplitArm)
+class SplitArmAdmin(admin.ModelAdmin):
+    """Every arm of every split (each is edited with its split)."""
+
+    list_display = ["label", "split", "backend", "flow", "weight"]
+    list_select_related = ["split__intent", "backend", "flow"]
+    autocomplete_fields = ["backend", "flow"]
 
 
 TURN_FIELDS = ("created_at", "question", "answer", "intent", "backend", "flow")

@@ -1,4 +1,5 @@
-"""Keep compiled rules, the policy and the learned classifiers fresh when an admin edits them.
+"""Keep compiled rules, the policy (its A/B splits too) and the learned classifiers fresh
+when an admin edits them.
 
 Other processes are told twice: at once, and again when the edit's
 transaction commits. A process told only at once could recompile from the
@@ -25,6 +26,8 @@ from routing.models import (
     QueryTypeExample,
     RoutingPolicy,
     ScopePattern,
+    Split,
+    SplitArm,
 )
 from routing.selection.state import POLICY_KEY
 
@@ -38,6 +41,8 @@ def _rules_changed(sender: type, **kwargs: Any) -> None:
 
 
 @receiver([post_save, post_delete], sender=RoutingPolicy)
+@receiver([post_save, post_delete], sender=Split)
+@receiver([post_save, post_delete], sender=SplitArm)
 def _policy_changed(sender: type, **kwargs: Any) -> None:
     def forget_policy() -> None:
         forget(POLICY_KEY)

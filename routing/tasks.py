@@ -5,14 +5,14 @@ from __future__ import annotations
 from celery import shared_task
 
 from routing.classification.training import classifier_train, classifiers_train
-from routing.recording.performance import performance_publish_all
+from routing.recording.performance import evidence_publish_all
 from routing.selection.state import policy_values
 
 
 @shared_task(name="routing.publish_performance")
 def publish_performance() -> dict[str, int]:
-    """Share every recent backend + intent performance aggregate again."""
-    return {"published": performance_publish_all(window=policy_values().performance_window)}
+    """Share again what was learned of every backend attempted recently."""
+    return {"published": evidence_publish_all(window=policy_values().performance_window)}
 
 
 @shared_task(name="routing.train_classifier")

@@ -112,18 +112,20 @@ def _fresh_routing_state() -> Iterator[None]:
     from flywheel.services import api_keys_forget_memo
     from routing.answering import execution
     from routing.classification.embeddings import embeddings_forget
-    from routing.selection import state
+    from routing.recording.performance import evidence_forget
+    from routing.selection import learning, state
     from routing.selection.breaker import breaker_forget
-    from routing.selection.planning import exploration
 
     clear_own_cache_keys(cache)
     breaker_forget()
     embeddings_forget()
-    exploration.reset()
+    learning.book.forget()
+    evidence_forget()
     state.forget()
     execution.forget_configs()
     api_keys_forget_memo()
     yield
+    evidence_forget()  # no fold left to run once the test's database is gone
     state.forget()
     execution.forget_configs()
     api_keys_forget_memo()

@@ -1,6 +1,10 @@
 """A small routing world for service tests: two backends, their flows, mocked HTTP.
 
 Backend answers are the ones captured from the real servers (tests/fixtures).
+Routing does not explore in this world (the policy's ``exploration`` is 0): with no
+history both backends have the same estimate, and a draw from each (Thompson
+sampling) would choose between them at random; off, the tie goes to the name, fw.
+Tests of exploration turn it on (tests/routing/selection/test_planning.py).
 """
 
 from __future__ import annotations
@@ -73,6 +77,9 @@ def world(db: None) -> Iterator[World]:
 
 def build_world(router: respx.MockRouter) -> World:
     defaults_load()
+    policy = state.routing_policy_get()
+    policy.exploration = 0.0
+    policy.save()
     fw = Backend.objects.create(
         name="fw", kind="flowise", base_url="http://fw.test", api_key="sk-FW-SECRET"
     )

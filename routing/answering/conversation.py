@@ -1,6 +1,9 @@
 """The conversation intents, answered from the session Flywheel keeps.
 
-``summarize`` turns the session's last answers into a question for a flow;
+``summarize`` condenses either the conversation or content the user gives or
+points to (an article, a report, a thread: summarizes_conversation tells
+which); for the conversation, the session's last answers become the question
+for a flow, and content goes to the flow as the user wrote it;
 ``conversation-query`` is answered here, from the stored turns, without
 asking any backend (the backends each saw only part of the conversation):
 by the LLM reading the transcript when one is configured (seed 001), else
@@ -26,6 +29,40 @@ _LAST = re.compile(r"\b(last|previous|earlier|before)\b", re.IGNORECASE)
 _ANSWER = re.compile(
     r"\b(answer|answered|repl(y|ied)|you (say|said|tell|told|mean|meant))\b", re.IGNORECASE
 )
+
+
+# What says a summary is of this conversation, or of something else the user gives.
+_OF_CONVERSATION = re.compile(
+    r"\b(our|this|the|whole) (conversation|chat|discussion|session|exchange|talk)\b"
+    r"|\b(so far|up to now|above|earlier)\b"
+    r"|\byou(?:'ve| have)? (said|told|suggested|listed|explained|recommended|wrote|"
+    r"mentioned|gave|covered|proposed)\b"
+    r"|\byour (last|previous|earlier|latest|answers?|explanations?|recommendations?|"
+    r"suggestions?|responses?|advice|replies|points)\b"
+    r"|\bwe(?:'ve| have)? (covered|discussed|talked|concluded|landed|figured|decided|agreed)\b"
+    r"|\bback[- ]and[- ]forth\b",
+    re.IGNORECASE,
+)
+_OF_CONTENT = re.compile(
+    r"\b(article|report|paper|pdf|docs?|document|file|attachment|attached|e-?mails?|"
+    r"thread|transcript|notes|minutes|text|post|page|book|chapter|essay|memo|whitepaper|"
+    r"contract|policy|manual|spec|study|video|podcast|news|story|passage|paragraph|"
+    r"below|following)\b|:\s*\S",
+    re.IGNORECASE,
+)
+PASTED_CHARS = 400  # a question this long carries its own content
+
+
+def summarizes_conversation(question: str, has_answers: bool) -> bool:
+    """Whether ``summarize`` asks for this conversation's answers ("recap what we
+    covered") rather than for content the user gives or points to ("TL;DR of this
+    report", a pasted article): the words say so; when they do not, a bare "recap"
+    means the conversation if it has answers."""
+    if _OF_CONVERSATION.search(question):
+        return True
+    if len(question) > PASTED_CHARS or _OF_CONTENT.search(question):
+        return False
+    return has_answers
 
 
 def exchanges_within(exchanges: Sequence[Exchange], budget: int) -> list[Exchange]:

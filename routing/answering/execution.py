@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from backends.adapters import get_adapter
@@ -25,8 +25,9 @@ from backends.models import Backend
 from backends.services import backend_config
 from flywheel.asyncdb import db
 from flywheel.singleflight import SingleFlight
-from routing.selection.attempt import Attempt, BudgetExceededError, caller_caused
-from routing.selection.scoring import BackendEntry, Candidate
+from routing.selection.attempt import CANCELLED, Attempt, BudgetExceededError, caller_caused
+from routing.selection.learning import book
+from routing.selection.scoring import BackendEntry, Candidate, PolicyValues
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class BackendClientError(BackendError):
     type = "ClientError"
 
 
-def _failure(candidate: Candidate, err: Exception) -> BackendError:
+def _failure(candidate: Candidate, err: BaseException) -> BackendError:
     """What ended an attempt, as a typed backend error: ``err`` itself if it is one;
     otherwise a ClientError, the unexpected error logged with its traceback."""
     if isinstance(err, BackendError):
@@ -117,7 +118,37 @@ def _attempt(
         cost=usage.cost if usage else None,
         backend_owner=candidate.backend.tenant_id,
         caller_fault=error is not None and caller_caused(error),
+        retried=candidate.trial and candidate.estimate.retry_due,
+        ended_at=time.time(),
     )
+
+
+class _Learning:
+    """An attempt in flight for routing's book (routing.selection.learning), then what
+    it showed, if it says something of the backend."""
+
+    def __init__(self, candidate: Candidate, intent: str, policy: PolicyValues) -> None:
+        self.key = (candidate.backend.id, candidate.flow.id, intent)
+        self.policy = policy
+        self.token = book.started(self.key, time.time())
+
+    def end(self) -> None:
+        """No longer in flight (however it ended: cancelled too)."""
+        book.finished(self.key, self.token)
+
+    def done(self, attempt: Attempt) -> Attempt:
+        self.end()
+        if attempt.measured:
+            book.observe(
+                self.key,
+                attempt.ended_at or time.time(),  # the time its record keeps
+                attempt.ok,
+                attempt.latency_ms / 1000,
+                attempt.total_tokens,
+                half_life=self.policy.half_life_seconds,
+                attempts_half_life=self.policy.half_life_attempts,
+            )
+        return attempt
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -132,42 +163,152 @@ def _out_of_time(candidate: Candidate, budget: float | None) -> BudgetExceededEr
     )
 
 
+async def _ask(
+    candidate: Candidate,
+    question: str,
+    *,
+    session_id: str,
+    parameters: dict[str, Any],
+    history: Sequence[Exchange],
+    budget: float | None,
+) -> ExecutionResult:
+    """One candidate's answer within ``budget`` seconds; any failure as a typed backend
+    error (the budget's own when it ran out)."""
+    limit = asyncio.timeout(budget)
+    try:
+        adapter = get_adapter(await config_for(candidate.backend))
+        async with limit:
+            return await adapter.execute_flow(
+                candidate.flow.external_id,
+                question,
+                session_id=session_id,
+                parameters=parameters,
+                history=history,
+            )
+    except Exception as err:  # the backend's fault, ours or the budget's
+        if limit.expired():
+            raise _out_of_time(candidate, budget) from err
+        raise _failure(candidate, err) from err
+
+
+@dataclass
+class _Running:
+    candidate: Candidate
+    learning: _Learning
+    started: float
+    hedged: bool  # started while the attempt before it still ran
+
+    def ended(self, error: BackendError | None, usage: Usage | None = None) -> Attempt:
+        attempt = _attempt(self.candidate, self.started, error, usage)
+        return self.learning.done(replace(attempt, hedged=self.hedged))
+
+    def cancelled(self) -> Attempt:
+        self.learning.end()
+        attempt = _attempt(self.candidate, self.started)
+        return replace(
+            attempt,
+            ok=False,
+            error_type=CANCELLED,
+            error="Stopped: the other hedged attempt answered first.",
+            hedged=self.hedged,
+        )
+
+
 async def run_chain(
     candidates: Sequence[Candidate],
     question: str,
     *,
+    intent: str,
+    policy: PolicyValues,
     session_id: str,
     parameters: dict[str, Any],
     history_for: HistoryFor,
     deadline: float | None = None,
 ) -> ChainResult:
     """Ask each candidate in turn until one answers, each within what remains before
-    ``deadline`` (a time.perf_counter() value): none starts once it has passed."""
-    attempts: list[Attempt] = []
+    ``deadline`` (a time.perf_counter() value): none starts once it has passed.
+
+    With the policy's ``hedging`` on, the next candidate also starts when the one
+    running alone passes its usual latency (Estimate.usual_seconds): the first answer
+    wins and the other attempt is cancelled; both are recorded.
+    """
+    attempts: list[tuple[float, Attempt]] = []  # by when each started: the chain's order
     chain_started = time.perf_counter()
-    for candidate in candidates:
+    waiting = list(candidates)
+    waiting.reverse()  # popped from the end: in order
+    running: dict[asyncio.Task[ExecutionResult], _Running] = {}
+
+    def start(hedged: bool = False) -> None:
         budget = _remaining(deadline)
-        if budget is not None and budget <= 0:
-            break
-        started = time.perf_counter()
-        limit = asyncio.timeout(budget)
-        try:
-            adapter = get_adapter(await config_for(candidate.backend))
-            async with limit:
-                result = await adapter.execute_flow(
-                    candidate.flow.external_id,
-                    question,
-                    session_id=session_id,
-                    parameters=parameters,
-                    history=history_for(candidate),
-                )
-        except Exception as err:  # the backend's fault, ours or the budget's: try the next
-            failure = _out_of_time(candidate, budget) if limit.expired() else None
-            attempts.append(_attempt(candidate, started, failure or _failure(candidate, err)))
-            continue
-        attempts.append(_attempt(candidate, started, usage=result.usage))
-        return ChainResult(result, candidate, tuple(attempts), ms_since(chain_started))
-    return ChainResult(None, None, tuple(attempts), ms_since(chain_started))
+        if not waiting or (budget is not None and budget <= 0):
+            return
+        candidate = waiting.pop()
+        task = asyncio.ensure_future(
+            _ask(
+                candidate,
+                question,
+                session_id=session_id,
+                parameters=parameters,
+                history=history_for(candidate),
+                budget=budget,
+            )
+        )
+        learning = _Learning(candidate, intent, policy)
+        running[task] = _Running(candidate, learning, time.perf_counter(), hedged)
+
+    start()
+    try:
+        while running:
+            hedge_in = _hedge_in(running, policy) if waiting else None
+            done, _ = await asyncio.wait(
+                running, timeout=hedge_in, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:  # the one running passed its usual latency
+                start(hedged=True)
+                continue
+            for task in sorted(done, key=lambda t: running[t].started):
+                now = running.pop(task)
+                error = task.exception()
+                if error is None:
+                    result = task.result()
+                    attempts.append((now.started, now.ended(None, result.usage)))
+                    attempts.extend(await _cancel(running))
+                    chain = tuple(a for _, a in sorted(attempts, key=lambda a: a[0]))
+                    return ChainResult(result, now.candidate, chain, ms_since(chain_started))
+                failure = _failure(now.candidate, error)  # typed by _ask already
+                attempts.append((now.started, now.ended(failure)))
+            if not running:
+                start()
+    finally:
+        await _cancel(running)  # cancelled ourselves: none of them outlives the query
+    chain = tuple(a for _, a in sorted(attempts, key=lambda a: a[0]))
+    return ChainResult(None, None, chain, ms_since(chain_started))
+
+
+def _hedge_in(
+    running: Mapping[asyncio.Task[ExecutionResult], _Running], policy: PolicyValues
+) -> float | None:
+    """Seconds until the next candidate starts beside the one running: None while hedging
+    is off, or two run already."""
+    if not policy.hedging or len(running) != 1:
+        return None
+    (now,) = running.values()
+    return max(now.started + now.candidate.estimate.usual_seconds - time.perf_counter(), 0.0)
+
+
+async def _cancel(
+    running: dict[asyncio.Task[ExecutionResult], _Running],
+) -> list[tuple[float, Attempt]]:
+    """Stop the attempts still running (a hedge lost, or the query itself was cancelled),
+    each recorded as cancelled."""
+    stopped = []
+    for task, each in running.items():
+        task.cancel()
+        stopped.append((each.started, each.cancelled()))
+    if running:
+        await asyncio.gather(*running, return_exceptions=True)
+    running.clear()
+    return stopped
 
 
 @dataclass
@@ -184,6 +325,8 @@ async def stream_chain(
     candidates: Sequence[Candidate],
     question: str,
     *,
+    intent: str,
+    policy: PolicyValues,
     session_id: str,
     parameters: dict[str, Any],
     history_for: HistoryFor,
@@ -209,6 +352,7 @@ async def stream_chain(
             # which only hands chunks to an unbounded queue between them: the cancellation
             # lands inside this block, where it becomes a TimeoutError.
             limit = asyncio.timeout(budget)
+            learning = _Learning(candidate, intent, policy)
             try:
                 adapter = get_adapter(await config_for(candidate.backend))
                 async with limit:
@@ -228,14 +372,16 @@ async def stream_chain(
                 failure = (
                     _out_of_time(candidate, budget) if limit.expired() else _failure(candidate, err)
                 )
-                progress.attempts.append(_attempt(candidate, started, failure))
+                progress.attempts.append(learning.done(_attempt(candidate, started, failure)))
                 if not sent:
                     continue
                 if failure is err:
                     raise
                 raise failure from err
+            finally:
+                learning.end()
             usage = end.usage if end else None
-            progress.attempts.append(_attempt(candidate, started, usage=usage))
+            progress.attempts.append(learning.done(_attempt(candidate, started, usage=usage)))
             progress.winner = candidate
             text = end.text if end else ""
             progress.result = ExecutionResult(text, end.session_id if end else "", {}, usage=usage)

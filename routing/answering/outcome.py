@@ -113,6 +113,12 @@ async def recorded(query: Query, state: RoutingState) -> AsyncIterator[None]:
         raise
 
 
+def fell_back(attempts: Sequence[Attempt]) -> bool:
+    """Whether a later attempt was needed: the first did not answer (when it did, a hedge
+    it beat was cancelled, no fallback)."""
+    return len(attempts) > 1 and not attempts[0].ok
+
+
 def _routing_block(
     query: Query,
     *,
@@ -121,22 +127,26 @@ def _routing_block(
     cached: bool = False,
 ) -> dict[str, Any]:
     intent = query.classified
-    return {
+    block = {
         "intent": intent.intent,
         "intent_confidence": intent.confidence,
         "method": intent.method,
         "evidence": list(intent.evidence),
         "query_type": query.query_type.as_dict() if query.query_type else None,
         "routing_method": query.plan.routing_method if query.plan else "local",
+        "why": query.why(),
         "backend": winner.backend.name if winner else None,
         "flow": winner.flow.name if winner else None,
         "score": winner.score if winner else None,
         "candidates": [c.as_dict() for c in query.plan.candidates] if query.plan else [],
-        "fallback_used": len(attempts) > 1 or cached,
+        "fallback_used": fell_back(attempts) or cached,
         "fallback_chain": [a.as_dict() for a in attempts],
         "cached": cached,
         "timings": dict(query.timings),
     }
+    if query.plan is not None and query.plan.arm:  # only then: most questions have no split
+        block["arm"] = query.plan.arm
+    return block
 
 
 def _response(query: Query, answer: str, routing: dict[str, Any]) -> dict[str, Any]:
@@ -190,9 +200,11 @@ async def conclude(
     intent = query.classified.intent
     query.timings["total_ms"] = round((time.perf_counter() - query.started) * 1000, 3)
     _log_failed_attempts(query, attempts)
-    breaker_apply_later(breaker_note(attempts, state, now(), tenant_id=query.tenant.pk))
+    breaker_apply_later(
+        breaker_note(attempts, state, now(), tenant_id=query.tenant.pk, intent=intent)
+    )
     if result is not None and winner is not None:
-        outcome = "success" if len(attempts) == 1 else "fallback"
+        outcome = "fallback" if fell_back(attempts) else "success"
         await record(
             query,
             query.decision(

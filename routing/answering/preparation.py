@@ -84,17 +84,19 @@ async def prepare(query: Query, state: RoutingState) -> None:
         )
         query.mark("route_ms")
         return
-    if query.intent.intent == "summarize":
+    if query.intent.intent == "summarize":  # content the user gives goes to a flow as is
         answers = conversation.answers_within(
             [t.answer for t in query.history if t.answer][-conversation.SUMMARIZE_LAST :],
             settings.HISTORY_BUDGET_CHARS,
         )
-        if not answers:
-            raise ValidationError(
-                "There is nothing to summarize yet: this conversation has no answers.",
-                details={"session_id": str(query.session_id)},
-            )
-        query.backend_question = conversation.summarize_question(answers, request.question)
+        if conversation.summarizes_conversation(request.question, bool(answers)):
+            if not answers:
+                raise ValidationError(
+                    "There is nothing to summarize yet: this conversation has no answers. "
+                    "To summarize a text, include it in the question.",
+                    details={"session_id": str(query.session_id)},
+                )
+            query.backend_question = conversation.summarize_question(answers, request.question)
     query.plan = await plan_query(
         state, request, query.tenant, query.intent.intent, query.query_type, trial=trial_claim
     )

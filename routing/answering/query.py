@@ -22,6 +22,7 @@ from routing.classification.query_type import QueryTypeDecision
 from routing.models import ANSWERED_OUTCOMES, Outcome
 from routing.recording.decision import DecisionData, clipped
 from routing.selection.planning import Plan
+from routing.selection.words import why
 
 # Tasks that must finish even if the client that started them goes away.
 in_flight: set[asyncio.Task[Any]] = set()
@@ -82,7 +83,22 @@ class Query:
             found["cached_from"] = self.cached_from
         if self.plan is not None and self.plan.explored:
             found["explored"] = self.plan.candidates[0].backend.name
+        if self.plan is not None and self.plan.arm:
+            found["arm"] = self.plan.arm  # its A/B split's arm (the analytics page compares)
+        first = self.plan.candidates[0] if self.plan is not None and self.plan.candidates else None
+        if first is not None and first.trial and first.estimate.retry_due:
+            found["retried"] = first.backend.name  # it was failing: tried once more
+        if self.plan is not None and self.plan.candidates:
+            found["why"] = self.why()
         return found
+
+    def why(self) -> str | None:
+        """Why the first candidate was tried first, in words (None: nothing was planned)."""
+        if self.plan is None or not self.plan.candidates:
+            return None
+        intent = self.intent.intent if self.intent else ""
+        candidates = [c.as_dict() for c in self.plan.candidates]
+        return why(candidates, explored=self.plan.explored, intent=intent)
 
     def decision(self, outcome: str, **fields: Any) -> DecisionData:
         """The decision to record. An answer ready after its caller had gone is

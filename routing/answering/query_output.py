@@ -36,6 +36,14 @@ class Candidate(BaseModel):
         description="Token usage factor: 1 - mean tokens / the policy's ceiling; 0.5 unknown."
     )
     generic: bool
+    success: float = Field(description="Estimated chance of an answer (posterior mean).")
+    success_margin: float = Field(description="Two standard deviations of that estimate.")
+    typical_ms: float = Field(description="Estimated typical time to an answer.")
+    attempts: float = Field(description="Recent attempts behind the estimate (age-weighted).")
+    expected_seconds: float = Field(
+        description="Expected time to an answer when tried first, a failure counted at the "
+        "policy's failure cost: candidates are tried in increasing order of it."
+    )
 
 
 class Attempt(BaseModel):
@@ -45,8 +53,16 @@ class Attempt(BaseModel):
     flow: str
     ok: bool
     latency_ms: float | None
-    error_type: str | None
+    error_type: str | None = Field(
+        description="What ended a failed attempt; Cancelled: a hedged attempt stopped because "
+        "the other answered first."
+    )
     error: str | None
+    hedged: bool = Field(
+        default=False,
+        description="Started while the attempt before it still ran (the policy's hedging); "
+        "present only when true.",
+    )
 
 
 class QueryTypeDecision(BaseModel):
@@ -78,11 +94,17 @@ class Routing(BaseModel):
     backend: str | None
     flow: str | None
     score: float | None
+    why: str | None = Field(description="Why the first candidate was tried first, in words.")
     candidates: list[Candidate]
     fallback_used: bool
     fallback_chain: list[Attempt]
     cached: bool
     timings: dict[str, float] = Field(description="Milliseconds per step, routing overhead too.")
+    arm: str | None = Field(
+        default=None,
+        description="The arm of the intent's A/B split that chose the first backend; present "
+        "only when a split did.",
+    )
 
 
 class QueryAnswer(BaseModel):
@@ -121,6 +143,7 @@ class RoutePlan(BaseModel):
     query_type_confidence: float | None
     candidates: list[Candidate]
     selected: Candidate | None
+    why: str | None = Field(description="Why the selected candidate comes first, in words.")
     error: ErrorInfo | None = Field(description="Why nothing could be selected, if so.")
 
 

@@ -41,6 +41,7 @@ from routing.recording.decision import DecisionData
 from routing.recording.writer import record_later
 from routing.selection.scoring import Candidate
 from routing.selection.state import RoutingState, current_state
+from routing.selection.words import why
 
 
 async def _answer(query: Query) -> dict[str, Any]:
@@ -53,6 +54,8 @@ async def _answer(query: Query) -> dict[str, Any]:
         chain = await run_chain(
             query.planned.candidates,
             query.backend_question,
+            intent=query.classified.intent,
+            policy=state.policy,
             session_id=str(query.session_id),
             parameters=_backend_parameters(request),
             history_for=history_for_query(query),
@@ -160,6 +163,8 @@ async def _stream(
         async for text in stream_chain(
             query.planned.candidates,
             query.backend_question,
+            intent=query.classified.intent,
+            policy=state.policy,
             session_id=str(query.session_id),
             parameters=_backend_parameters(query.request),
             history_for=history_for_query(query),
@@ -242,6 +247,7 @@ async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dic
         "query_type_confidence": query_type.confidence if query_type else None,
         "candidates": [c.as_dict() for c in candidates],
         "selected": candidates[0].as_dict() if candidates else None,
+        "why": why([c.as_dict() for c in candidates], intent=intent.intent) if candidates else None,
         "error": error,
     }
 

@@ -1,7 +1,8 @@
 """Routing's models, one module per subject; Django finds them all through this package.
 
 Intents and their rules (rules), the routing policy (policy), sessions and their turns
-(sessions), examples and learned classifiers (learning), and what routing did: one
+(sessions), examples and learned classifiers (learning), A/B splits per intent
+(splits), and what routing did: one
 decision per query, one performance record per attempt (decisions).
 """
 
@@ -24,6 +25,7 @@ from routing.models.learning import (
 from routing.models.policy import RoutingPolicy
 from routing.models.rules import Intent, IntentPattern, PatternKind, QueryScope, ScopePattern
 from routing.models.sessions import Session, Turn
+from routing.models.splits import Split, SplitArm
 
 __all__ = [
     "ANSWERED_OUTCOMES",
@@ -45,5 +47,7 @@ __all__ = [
     "RoutingPolicy",
     "ScopePattern",
     "Session",
+    "Split",
+    "SplitArm",
     "Turn",
 ]

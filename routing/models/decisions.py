@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.utils import timezone
 
 from backends.models import Backend
 from chatflows.models import Flow
@@ -192,7 +193,9 @@ class PerformanceRecord(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost = models.FloatField(null=True, blank=True, help_text="As the backend reported it.")
-    created_at = models.DateTimeField(auto_now_add=True)
+    # When the attempt ended (routing.selection.attempt.Attempt.ended_at), else when
+    # the record was written.
+    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "analytics_performancerecord"  # as RoutingDecision's, see there

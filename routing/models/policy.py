@@ -19,27 +19,56 @@ class RoutingPolicy(models.Model):
     weight_health = models.FloatField(default=0.3, validators=_unit_interval())
     weight_performance = models.FloatField(default=0.2, validators=_unit_interval())
     performance_window = models.PositiveIntegerField(
-        default=10,
+        default=100,
         validators=[MinValueValidator(1), MaxValueValidator(1000)],
-        help_text="Performance is scored over the last N records for a backend and intent.",
+        help_text="What routing learns from counts at most the last N attempts of each backend "
+        "and intent, so that a change shows within N answers however busy it is.",
     )
-    performance_max_age_seconds = models.PositiveIntegerField(
-        default=60,
-        validators=[MinValueValidator(1)],
-        help_text="Attempts older than this no longer count: a backend demoted by its "
-        "failures is tried again once they age, and measured again.",
+    half_life_seconds = models.FloatField(
+        default=40.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(86400.0)],
+        help_text="An attempt this old counts half as much as a new one: shorter follows "
+        "changes sooner, longer is surer of steady backends.",
+    )
+    half_life_attempts = models.FloatField(
+        default=50.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(1000.0)],
+        help_text="An attempt followed by this many newer ones of the same flow and intent "
+        "counts half as much: a change in a busy backend shows within a few answers.",
+    )
+    failure_cost_seconds = models.FloatField(
+        default=5.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(600.0)],
+        help_text="What a failed attempt costs beyond its own time, in seconds: backends are "
+        "ranked by the expected time to an answer with this added per failure. Higher "
+        "prefers backends that fail less over faster ones.",
+    )
+    prior_strength = models.FloatField(
+        default=2.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(100.0)],
+        help_text="How many attempts the prior is worth (what the backend does for its other "
+        "intents and the fleet for this one) before a flow's own attempts speak.",
+    )
+    exploration = models.FloatField(
+        default=0.5,
+        validators=_unit_interval(),
+        help_text="How boldly routing tries backends it is unsure of. The first backend is "
+        "chosen by a draw from what routing believes of each (Thompson sampling), its "
+        "spread times this: 1 tries each about as often as it may be the best; 0 always "
+        "takes the best estimate, and a backend is measured again only when fallback "
+        "reaches it.",
+    )
+    hedging = models.BooleanField(
+        default=False,
+        help_text="Hedged requests: when the first backend has not answered within its usual "
+        "latency (the time 9 of its answers in 10 take), the next candidate starts too; the "
+        "first answer wins and the other is cancelled. Shorter waits on slow questions, at "
+        "the price of a second call for them. Streamed answers are not hedged.",
     )
     learn_from_llm = models.BooleanField(
         default=False,
         help_text="Keep the questions the LLM labelled as examples (source: llm) for the "
         "learned classifier; review and drop them under Intent examples.",
-    )
-    exploration_share = models.FloatField(
-        default=0.05,
-        validators=_unit_interval(),
-        help_text="Share of automatically routed questions that try first a healthy backend "
-        "routing has no recent measure of (none, or aged out), so that every backend stays "
-        "measured and a healed one wins its traffic back. 0: never.",
     )
     latency_ceiling_ms = models.PositiveIntegerField(
         default=5000,

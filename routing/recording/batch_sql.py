@@ -72,7 +72,8 @@ performance AS (
     SELECT attempt.backend_id, {live_attempt_flow}, decisions.id, batch.intent,
            (a->>'latency_ms')::float8, (a->>'ok')::boolean, a->>'error_type',
            (a->>'prompt_tokens')::integer, (a->>'completion_tokens')::integer,
-           (a->>'total_tokens')::integer, (a->>'cost')::float8, clock_timestamp()
+           (a->>'total_tokens')::integer, (a->>'cost')::float8,
+           COALESCE(to_timestamp(NULLIF((a->>'ended_at')::float8, 0)), clock_timestamp())
     FROM batch JOIN decisions USING (request_id)
     CROSS JOIN LATERAL jsonb_array_elements(batch.attempts) WITH ORDINALITY AS x(a, n)
     CROSS JOIN LATERAL (
@@ -160,6 +161,7 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
                 "completion_tokens": a.completion_tokens,
                 "total_tokens": a.total_tokens,
                 "cost": a.cost,
+                "ended_at": a.ended_at,
             }
             for a in data.attempts
             if a.measured  # an attempt the budget cut short says nothing of the backend
@@ -219,10 +221,11 @@ def decisions_insert(batch: Sequence[DecisionData]) -> None:
 # UNION of one query per pair, compiled in Python on every batch, cost the writer
 # more than the read itself.
 _RECENT_SQL = """
-SELECT pair.backend_id, pair.intent, r.success, r.latency_ms, r.created_at, r.total_tokens
+SELECT pair.backend_id, pair.intent, r.flow_id, r.success, r.latency_ms, r.created_at,
+       r.total_tokens
 FROM unnest(%s::bigint[], %s::text[]) AS pair(backend_id, intent)
 CROSS JOIN LATERAL (
-    SELECT success, latency_ms, created_at, total_tokens FROM {performance}
+    SELECT flow_id, success, latency_ms, created_at, total_tokens FROM {performance}
     WHERE backend_id = pair.backend_id AND intent = pair.intent AND created_at >= %s
     ORDER BY created_at DESC LIMIT %s
 ) AS r
@@ -231,8 +234,8 @@ CROSS JOIN LATERAL (
 
 def recent_attempts(
     pairs: Sequence[tuple[int, str]], since: Any, window: int
-) -> list[tuple[int, str, bool, float, Any, int | None]]:
-    """Each pair's last ``window`` attempts since ``since``: (backend id, intent,
+) -> list[tuple[int, str, int | None, bool, float, Any, int | None]]:
+    """Each pair's last ``window`` attempts since ``since``: (backend id, intent, flow id,
     success, latency_ms, created_at, total_tokens) rows, in no particular order."""
     sql = _RECENT_SQL.format(performance=PerformanceRecord._meta.db_table)
     with bound_cursor() as cursor:

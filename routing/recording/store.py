@@ -1,16 +1,19 @@
 """The store: a batch of decisions, their attempts and turns, written in one transaction.
 
 On PostgreSQL in one statement (batch_sql); elsewhere through the ORM. After the commit,
-the performance aggregates the batch changed are shared, and what the LLM labelled is
+what routing learned of the backends the batch tried is shared, and what the LLM labelled is
 kept as examples when the policy says so.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from django.db import InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
 
 from backends.models import Backend
 from chatflows.models import Flow
@@ -25,11 +28,9 @@ from routing.models import (
 )
 from routing.recording.batch_sql import decisions_insert, storable
 from routing.recording.decision import DecisionData
-from routing.recording.performance import performances_of
-from routing.selection.state import (
-    policy_values,
-    publish_performances,
-)
+from routing.recording.performance import evidence_publish_soon
+from routing.selection.learning import book
+from routing.selection.state import policy_values
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +43,10 @@ def decisions_record(batch: Sequence[DecisionData], *, performance_window: int =
     """Store a batch of decisions with their attempts and turns, in one transaction.
 
     A busy process writes many decisions per round trip this way; sessions
-    are created with their first decision. The performance aggregates of
-    every backend + intent touched are refreshed once per batch, after the
-    commit. Raises the database's error only: once it returns or raises, the
-    batch is committed entirely or not at all.
+    are created with their first decision. The evidence of every backend
+    tried is folded again and shared once per batch, after the commit. Raises
+    the database's error only: once it returns or raises, the batch is committed
+    entirely or not at all.
     """
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -57,20 +58,30 @@ def decisions_record(batch: Sequence[DecisionData], *, performance_window: int =
 
 
 def _share_performance(batch: Sequence[DecisionData], window: int) -> None:
-    """Publish the aggregates the batch changed: one read and one cache write for all
-    of them. The rows are committed by now: a failure here (the cache down) is logged
-    and never raised, so nobody writes the batch again; the next batch, or beat's
-    republish, shares them later."""
-    touched = {(a.backend_id, d.intent) for d in batch for a in d.attempts if a.measured}
+    """Publish again the evidence of the backends the batch tried: one read and one
+    cache write for all of them. The rows are committed by now: a failure here (the
+    cache down) is logged and never raised, so nobody writes the batch again; the next
+    batch, or beat's republish, shares them later. This process's book of evidence
+    counts its own attempts until a publication folded after now holds them."""
+    touched = {a.backend_id for d in batch for a in d.attempts if a.measured}
     if not touched:
         return
+    book.stored(
+        (
+            ((a.backend_id, a.flow_id, d.intent), a.ended_at)
+            for d in batch
+            for a in d.attempts
+            if a.measured and a.flow_id is not None and a.ended_at
+        ),
+        time.time(),
+    )
     try:
-        publish_performances(performances_of(touched, window))
+        evidence_publish_soon(touched, window)
     except Exception as err:  # the decisions are stored; only routing's memory is late
         logger.warning(
-            "Decisions stored, but the performance aggregates of %s could not be shared "
+            "Decisions stored, but the evidence of backends %s could not be shared "
             "(%s: %s); the next batch or beat's republish will.",
-            ", ".join(f"backend {b} / {i!r}" for b, i in sorted(touched)),
+            ", ".join(str(b) for b in sorted(touched)),
             type(err).__name__,
             err,
         )
@@ -130,6 +141,7 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
     for row in rows:
         row.backend_id, row.flow_id = backend(row.backend_id), flow(row.flow_id)
     decisions = RoutingDecision.objects.bulk_create(rows)
+    written = timezone.now()
     PerformanceRecord.objects.bulk_create(
         PerformanceRecord(
             backend_id=a.backend_id,
@@ -143,6 +155,7 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
             completion_tokens=a.completion_tokens,
             total_tokens=a.total_tokens,
             cost=a.cost,
+            created_at=datetime.fromtimestamp(a.ended_at, UTC) if a.ended_at else written,
         )
         for data, decision in zip(batch, decisions, strict=True)
         for a in data.attempts

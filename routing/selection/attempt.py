@@ -12,6 +12,9 @@ from backends.errors import BackendError, BackendTimeoutError
 NOT_THE_REQUEST = frozenset({401, 403, 404, 408, 429})
 
 
+CANCELLED = "Cancelled"  # a hedged attempt stopped because the other one answered first
+
+
 class BudgetExceededError(BackendTimeoutError):
     """An attempt cut short because the query's time budget ran out (not the backend's
     own timeout)."""
@@ -47,17 +50,26 @@ class Attempt:
     # tenant's backend apart from a shared one of the same name.
     backend_owner: int | None = None
     caller_fault: bool = False  # failed by caller_caused: no count against the backend
+    retried: bool = False  # a flow that only failed, tried once more (learning.RETRY_SECONDS)
+    hedged: bool = False  # started while the attempt before it was still running (hedging)
+    # When it ended, in seconds since the epoch by this process's clock (0: not known): its
+    # performance record's time, so what every process learned and what this one saw
+    # itself line up however late the record is written and whatever the database's clock.
+    ended_at: float = 0.0
 
     @property
     def measured(self) -> bool:
         """Whether it says something of the backend (a performance record): an attempt
         cut short by the query's budget may have had only milliseconds, and one the
         backend refused for what the caller sent says nothing of its health (one tenant
-        must not lower a shared backend's score for all)."""
-        return self.error_type != BudgetExceededError.type and not self.caller_fault
+        must not lower a shared backend's score for all). Nor does a hedged attempt
+        cancelled because the other answered first: it had not failed."""
+        return (
+            self.error_type not in (BudgetExceededError.type, CANCELLED) and not self.caller_fault
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "backend": self.backend,
             "flow": self.flow,
             "ok": self.ok,
@@ -65,3 +77,6 @@ class Attempt:
             "error_type": self.error_type,
             "error": self.error,
         }
+        if self.hedged:  # only then: most rows never are
+            found["hedged"] = True
+        return found

@@ -7,7 +7,7 @@ unsure and an LLM is configured and enabled in the policy.
 
 from __future__ import annotations
 
-import threading
+import random
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,11 +15,12 @@ from backends.selectors import as_id
 from flywheel.errors import ValidationError
 from routing.errors import BackendUnavailableError, NoMatchingFlowError
 from routing.selection.scoring import (
+    Arm,
     BackendEntry,
     Candidate,
+    EstimateOf,
     FlowEntry,
     HealthEntry,
-    Performance,
     Trial,
     best_flow,
     match_score,
@@ -27,6 +28,7 @@ from routing.selection.scoring import (
     scored,
     tryable,
 )
+from routing.selection.splits import ArmCandidate, split_first
 from routing.selection.state import RoutingState
 
 
@@ -35,53 +37,25 @@ class Plan:
     candidates: tuple[Candidate, ...]
     routing_method: str  # auto | explicit
     all_down: bool = False  # candidates exist only on backends that are down
-    explored: bool = False  # the first candidate is tried to measure it (see _explore)
+
+    @property
+    def explored(self) -> bool:
+        """The first candidate was drawn from its posterior, not chosen by its mean."""
+        return bool(self.candidates) and self.candidates[0].explored
+
+    @property
+    def arm(self) -> str:
+        """The A/B split's arm that put the first candidate first ("": none did)."""
+        return self.candidates[0].arm if self.candidates else ""
 
 
-class _Exploration:
-    """Which questions explore: a share of them, spread evenly (a credit that grows by
-    the share with each question that could explore, spent whole)."""
-
-    def __init__(self) -> None:
-        self._credit = 0.0
-        self._lock = threading.Lock()
-
-    def now(self, share: float) -> bool:
-        with self._lock:
-            self._credit += share
-            if self._credit >= 1.0:
-                self._credit -= 1.0
-                return True
-            return False
-
-    def reset(self) -> None:
-        with self._lock:
-            self._credit = 0.0
+_draws = random.Random()  # noqa: S311 - Thompson sampling's draws, nothing secret
 
 
-exploration = _Exploration()
-
-
-def _explore(
-    candidates: list[Candidate], performance: dict[int, Performance], share: float
-) -> tuple[list[Candidate], bool]:
-    """Now and then, put first a healthy backend that serves the intent (not by a generic
-    flow) and has no recent measure: the ranking cannot know it is better until it is
-    tried, and a backend demoted by failures would otherwise never win its traffic back.
-    """
-    if not share or len(candidates) < 2 or candidates[0].trial:
-        return candidates, False
-    unmeasured = [
-        c
-        for c in candidates[1:]
-        if not getattr(performance.get(c.backend.id), "attempts", 0)
-        and c.health == 1.0
-        and not c.generic
-    ]
-    if not unmeasured or not exploration.now(share):
-        return candidates, False
-    first = unmeasured[0]
-    return [first, *(c for c in candidates if c is not first)], True
+def estimates_for(state: RoutingState, backends: list[BackendEntry], intent: str) -> EstimateOf:
+    """Each candidate flow's estimate for ``intent``, from what every process learned."""
+    known = state.beliefs(backends)
+    return lambda backend, flow: known.of(backend.id, flow.id, intent)
 
 
 def _named_backends(backends: list[BackendEntry], preference: str) -> list[BackendEntry]:
@@ -118,7 +92,7 @@ def _explicit(
         b
         for b in named
         if (state.health.get(b.id) is None or state.health[b.id].healthy)
-        and tryable(b.id, state.health.get(b.id), now, trial)
+        and tryable((b.id,), state.health.get(b.id), now, trial)
     ]
     if not usable:
         raise BackendUnavailableError(
@@ -131,9 +105,11 @@ def _explicit(
         usable,
         intent=intent,
         health={b.id: HealthEntry(True) for b in usable},  # usable: healthy or not yet probed
-        performance=state.performance([b.id for b in usable], intent),
+        estimate_of=estimates_for(state, usable, intent),
         policy=state.policy,
         now=now,
+        trial=trial,
+        scopes=state.scopes,
     )
     if not candidates:
         raise NoMatchingFlowError(
@@ -151,21 +127,22 @@ def _ranked(
     query_type: str | None,
     now: datetime,
     trial: Trial | None = None,
-) -> tuple[list[Candidate], dict[int, Performance]]:
-    """The backends able to serve the intent, scored best first, and the performance
-    they were scored with."""
-    performance = state.performance([b.id for b in backends], intent)
-    candidates = score_candidates(
+    estimate_of: EstimateOf | None = None,
+) -> list[Candidate]:
+    """The backends able to serve the intent, in the order to try them; a real query
+    (``trial`` given) explores, a dry run gets routing's preference as it stands."""
+    return score_candidates(
         backends,
         intent=intent,
         health=state.health,
-        performance=performance,
+        estimate_of=estimate_of or estimates_for(state, backends, intent),
         policy=state.policy,
         now=now,
         query_type=query_type,
         trial=trial,
+        scopes=state.scopes,
+        rng=_draws if trial is not None else None,
     )
-    return candidates, performance
 
 
 def plan(
@@ -181,17 +158,29 @@ def plan(
     """The candidates to try, in order. Raises for a bad explicit backend or no matching flow.
 
     A real query passes ``trial`` (routing.selection.breaker.trial_claim), asked about
-    backends whose breaker awaits a trial query; with it, a share of questions
-    also explore (see _explore). A dry run passes nothing and gets routing's
+    scopes whose breaker awaits a trial query; with it, the first candidate is
+    chosen by Thompson sampling (scoring.ranked), or by the intent's A/B split
+    (routing.selection.splits). A dry run passes nothing and gets routing's
     preference as it stands."""
     backends = state.backends_for(tenant_id)
     if preference.lower() != "auto":
         return _explicit(
             state, backends, preference=preference, intent=intent, now=now, trial=trial
         )
-    candidates, performance = _ranked(
-        state, backends, intent=intent, query_type=query_type, now=now, trial=trial
+    known = estimates_for(state, backends, intent)
+    candidates = _ranked(
+        state,
+        backends,
+        intent=intent,
+        query_type=query_type,
+        now=now,
+        trial=trial,
+        estimate_of=known,
     )
+    arms = state.policy.arms(intent)
+    if arms and candidates and trial is not None:  # a real query: its split's arm first
+        arm_candidate = _arm_candidates(state, backends, intent, query_type, now, known)
+        candidates = split_first(candidates, arms, arm_candidate, _draws)
     if not candidates:
         if any(best_flow(b, intent, None) for b in backends):
             return Plan((), "auto", all_down=True)  # matching flows exist, all in cooldown
@@ -204,10 +193,45 @@ def plan(
             f"(or --intents {intent}).",
             details={"intent": intent},
         )
-    if trial is None:  # a dry run, or the analytics page: what routing prefers
-        return Plan(tuple(candidates), "auto")
-    ordered, explored = _explore(candidates, performance, state.policy.exploration_share)
-    return Plan(tuple(ordered), "auto", explored=explored)
+    return Plan(tuple(candidates), "auto")
+
+
+def _arm_candidates(
+    state: RoutingState,
+    backends: list[BackendEntry],
+    intent: str,
+    query_type: str | None,
+    now: datetime,
+    known: EstimateOf,
+) -> ArmCandidate:
+    """The candidate each arm stands for, if it can answer now: its backend among the
+    caller's, healthy (or not probed yet) and out of cooldown; its flow (or the backend's
+    best for the intent) serving the intent, its breaker closed. Arms claim no trials."""
+    by_id = {b.id: b for b in backends}
+
+    def candidate_of(arm: Arm) -> Candidate | None:
+        backend = by_id.get(arm.backend_id)
+        if backend is None:
+            return None
+        health = state.health.get(backend.id) or HealthEntry(True)
+        if not health.healthy or not tryable((backend.id,), health, now, None):
+            return None
+
+        def usable(flow: FlowEntry) -> bool:
+            scope = (backend.id, flow.id, intent)
+            wanted = arm.flow_id is None or flow.id == arm.flow_id
+            return wanted and tryable(scope, state.scopes.get(scope), now, None)
+
+        found = best_flow(backend, intent, query_type, usable)
+        if found is None:
+            return None
+        flow, match = found
+        return scored(
+            backend, flow, intent=intent, match=match, health=health,
+            estimate=known(backend, flow), policy=state.policy, query_type=query_type,
+        )  # fmt: skip
+
+    return candidate_of
 
 
 NO_BACKEND = (
@@ -217,24 +241,14 @@ NO_BACKEND = (
 )
 
 
-@dataclass(frozen=True)
-class Preference:
-    """A backend's standing for an intent now: its scored candidate and the history
-    its performance factor was computed from (None: no attempts yet)."""
-
-    candidate: Candidate
-    history: Performance | None
-
-
 def preferences(
     state: RoutingState, *, tenant_id: int | None, intent: str, now: datetime
-) -> list[Preference]:
+) -> list[Candidate]:
     """What routing would try now for ``intent``, best first, scored as a query would be
     (no query type); ``tenant_id=None`` looks at every backend, not only shared ones.
     Empty when no flow serves the intent or every backend that could is in cooldown."""
     backends = list(state.backends) if tenant_id is None else state.backends_for(tenant_id)
-    candidates, performance = _ranked(state, backends, intent=intent, query_type=None, now=now)
-    return [Preference(c, performance.get(c.backend.id)) for c in candidates]
+    return _ranked(state, backends, intent=intent, query_type=None, now=now)
 
 
 class FlowNotRoutable(Exception):
@@ -283,10 +297,14 @@ def plan_flow(
         )
     backend, entry = named[0]
     health = state.health.get(backend.id)
-    usable = (health is None or health.healthy) and tryable(backend.id, health, now, trial)
+    scope = (backend.id, entry.id, intent)
+    usable = (
+        (health is None or health.healthy)
+        and tryable((backend.id,), health, now, trial)
+        and tryable(scope, state.scopes.get(scope), now, trial)  # its flow's breaker too
+    )
     first: list[Candidate] = []
     if usable:
-        performance = state.performance([backend.id], intent).get(backend.id)
         first.append(
             scored(
                 backend,
@@ -294,7 +312,7 @@ def plan_flow(
                 intent=intent,
                 match=match_score(entry, intent),
                 health=HealthEntry(True),  # usable: healthy or not yet probed
-                performance=performance,
+                estimate=estimates_for(state, [backend], intent)(backend, entry),
                 policy=state.policy,
             )
         )

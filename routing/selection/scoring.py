@@ -1,31 +1,51 @@
-"""Candidate selection and scoring (seed 000), as pure functions over plain values.
+"""Candidate selection and ranking, as pure functions over plain values.
 
+Match decides who is a candidate (seed 000): 0 when no flow of the backend
+serves the intent, else 0.5 + 0.5 * min(len(keywords) / 10, 1) for its best
+flow; a generic flow serves any intent at half that, and only after the flows
+made for it. With query routing on, a flow whose scope fits the question's type
+scores a little more, one that does not, less.
+
+What was measured decides among candidates: each has an estimate of its chance
+of success and time to answer (routing.selection.estimates), and they are tried
+in increasing order of the expected time to a successful answer, counting what
+a failure costs. A real query's first is chosen by one draw from each posterior
+(Thompson sampling), its spread times the policy's ``exploration``: a backend
+routing is unsure of gets tried about as often as it might be the best, one it
+is sure of seldom, and with ``exploration`` 0 never.
+
+The seed's composite score is still reported for every candidate:
 score = w_match * match + w_health * health + w_performance * performance
-        + w_tokens * tokens (the policy's token weight is 0 unless an admin sets it)
-
-- match: 0 when no flow of the backend serves the intent, else
-  0.5 + 0.5 * min(len(keywords) / 10, 1) for its best flow; a generic flow
-  serves any intent at half that. With query routing on, a flow whose scope
-  fits the question's type scores a little more, one that does not, less.
-- health: 1 healthy, 0 not (a backend in cooldown is not a candidate at all).
-- performance: over the last N attempts for backend + intent,
-  0.7 * success_rate + 0.3 * (1 - min(avg_latency / ceiling, 1)); 0.5 with none.
-- tokens: over the same attempts, 1 - min(mean total tokens / token ceiling, 1);
-  0.5 when none of them reported usage (the backend's flows have no LLM node, or
-  it does not say).
+        + w_tokens * tokens, where performance = 0.7 * estimated success
+        + 0.3 * (1 - min(typical latency / ceiling, 1)), and tokens
+        = 1 - min(mean total tokens / token ceiling, 1) (0.5 when none reported).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from routing.selection.estimates import Estimate, Prior
+
 GENERIC_FACTOR = 0.5
 SCOPE_FIT_BONUS = 0.1
 SCOPE_MISFIT_FACTOR = 0.8
-NO_HISTORY_PERFORMANCE = 0.5
+SCOPE_FIT_TIME = 0.8  # a flow whose scope fits the question's type: expected sooner
+SCOPE_MISFIT_TIME = 1.25
 NO_USAGE_TOKENS = 0.5
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of an intent's A/B split (routing.selection.splits)."""
+
+    label: str
+    backend_id: int
+    flow_id: int | None  # None: the flow routing would use on the backend
+    weight: int
 
 
 @dataclass(frozen=True)
@@ -34,16 +54,29 @@ class PolicyValues:
     weight_health: float = 0.3
     weight_performance: float = 0.2
     weight_tokens: float = 0.0
-    performance_window: int = 10
+    performance_window: int = 100
     latency_ceiling_ms: float = 5000.0
     token_ceiling: float = 4000.0
     confidence_threshold: float = 0.7
     llm_classification_enabled: bool = True
     answer_cache_ttl_seconds: int = 3600
     query_budget_seconds: float = 30.0
-    performance_max_age_seconds: float = 60.0
-    exploration_share: float = 0.05
+    half_life_seconds: float = 40.0
+    half_life_attempts: float = 50.0
+    failure_cost_seconds: float = 5.0
+    prior_strength: float = 2.0
+    exploration: float = 0.5
+    hedging: bool = False
     learn_from_llm: bool = False
+    splits: tuple[tuple[str, tuple[Arm, ...]], ...] = ()  # (intent, its arms), enabled only
+
+    def arms(self, intent: str) -> tuple[Arm, ...]:
+        """The arms of the intent's A/B split (none: no split)."""
+        return next((arms for name, arms in self.splits if name == intent), ())
+
+    @property
+    def prior(self) -> Prior:
+        return Prior(strength=self.prior_strength)
 
 
 @dataclass(frozen=True)
@@ -77,25 +110,14 @@ class HealthEntry:
     probe_failed: bool = False  # its last health probe failed (not merely never probed)
 
 
-# Asked, for a backend whose breaker waits for its trial, whether this query may be
+# Where a breaker opens: a backend (backend id,), or one flow for one intent
+# (backend id, flow id, intent).
+Scope = tuple[int] | tuple[int, int, str]
+
+# Asked, for a scope whose breaker waits for its trial, whether this query may be
 # the one (routing.selection.breaker.trial_claim); None: no (dry runs, the analytics page).
-Trial = Callable[[int], bool]
-
-
-@dataclass(frozen=True)
-class Performance:
-    """The last N attempts for one backend + intent."""
-
-    attempts: int
-    success_rate: float
-    avg_latency_ms: float
-    last_at: datetime | None = None  # the newest attempt's time (None: not known)
-    avg_tokens: float | None = None  # over the attempts that reported usage; None: none did
-
-    def stale(self, now: datetime, max_age_seconds: float) -> bool:
-        """Whether the newest attempt is older than ``max_age_seconds``: then it says too
-        little of the backend now, and counts as no history at all."""
-        return self.last_at is not None and (now - self.last_at).total_seconds() > max_age_seconds
+Trial = Callable[[Scope], bool]
+EstimateOf = Callable[[BackendEntry, FlowEntry], Estimate]
 
 
 @dataclass(frozen=True)
@@ -106,13 +128,19 @@ class Candidate:
     health: float
     performance: float
     score: float
+    estimate: Estimate
+    expected_seconds: float  # to a successful answer when tried first (the ranking)
+    stretch: float = 1.0  # what scope fit and token usage make of the estimate's time
     generic: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
     tokens: float = NO_USAGE_TOKENS
     trial: bool = False  # its breaker's one trial after a cooldown: tried first
+    explored: bool = False  # first by a draw from its posterior, not by its mean
+    arm: str = ""  # first as this arm of the intent's A/B split
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        e = self.estimate
+        found: dict[str, object] = {
             "backend": self.backend.name,
             "kind": self.backend.kind,
             "flow": self.flow.name,
@@ -123,7 +151,15 @@ class Candidate:
             "performance": self.performance,
             "tokens": self.tokens,
             "generic": self.generic,
+            "success": round(e.success, 4),
+            "success_margin": round(e.success_margin, 4),
+            "typical_ms": round(e.typical_seconds * 1000, 1),
+            "attempts": round(e.attempts, 1),
+            "expected_seconds": round(self.expected_seconds, 4),
         }
+        if self.arm:  # only then: most candidates never are
+            found["arm"] = self.arm
+        return found
 
 
 def match_score(flow: FlowEntry, intent: str) -> float:
@@ -134,6 +170,15 @@ def match_score(flow: FlowEntry, intent: str) -> float:
     return base * GENERIC_FACTOR if flow.is_generic else 0.0
 
 
+def scope_fit(flow: FlowEntry, query_type: str | None) -> float:
+    """What a flow's scope makes of its expected time for a question of ``query_type``
+    (with query routing on): a flow made for that breadth a little sooner, one made for
+    the other a little later, others as they are."""
+    if query_type not in {"GLOBAL", "LOCAL"} or flow.scope == "any":
+        return 1.0
+    return SCOPE_FIT_TIME if flow.scope == query_type.lower() else SCOPE_MISFIT_TIME
+
+
 def scope_adjusted(score: float, flow: FlowEntry, query_type: str | None) -> float:
     if not score or query_type not in {"GLOBAL", "LOCAL"} or flow.scope == "any":
         return score
@@ -142,29 +187,27 @@ def scope_adjusted(score: float, flow: FlowEntry, query_type: str | None) -> flo
     return score * SCOPE_MISFIT_FACTOR
 
 
-def performance_score(perf: Performance | None, ceiling_ms: float) -> float:
-    if perf is None or perf.attempts == 0:
-        return NO_HISTORY_PERFORMANCE
-    latency = 1.0 - min(perf.avg_latency_ms / ceiling_ms, 1.0)
-    return 0.7 * perf.success_rate + 0.3 * latency
+def performance_score(estimate: Estimate, ceiling_ms: float) -> float:
+    latency = 1.0 - min(estimate.typical_seconds * 1000 / ceiling_ms, 1.0)
+    return 0.7 * estimate.success + 0.3 * latency
 
 
-def tokens_score(perf: Performance | None, ceiling: float) -> float:
-    if perf is None or perf.avg_tokens is None:
+def tokens_score(estimate: Estimate, ceiling: float) -> float:
+    if estimate.tokens is None:
         return NO_USAGE_TOKENS
-    return 1.0 - min(perf.avg_tokens / ceiling, 1.0)
+    return 1.0 - min(estimate.tokens / ceiling, 1.0)
 
 
 def best_flow(
-    backend: BackendEntry, intent: str, query_type: str | None
+    backend: BackendEntry,
+    intent: str,
+    query_type: str | None,
+    usable: Callable[[FlowEntry], bool] = lambda flow: True,
 ) -> tuple[FlowEntry, float] | None:
-    """The backend's flow with the highest match for the intent, if any matches."""
-    best: tuple[FlowEntry, float] | None = None
-    for flow in backend.flows:
-        score = scope_adjusted(match_score(flow, intent), flow, query_type)
-        if score > 0 and (best is None or score > best[1]):
-            best = (flow, score)
-    return best
+    """The backend's usable flow with the highest match for the intent, if any matches."""
+    matching = [(f, scope_adjusted(match_score(f, intent), f, query_type)) for f in backend.flows]
+    matching.sort(key=lambda found: -found[1])  # stable: the first listed of equals
+    return next(((f, score) for f, score in matching if score > 0 and usable(f)), None)
 
 
 def in_cooldown(health: HealthEntry | None, now: datetime) -> bool:
@@ -176,13 +219,11 @@ def awaiting_trial(health: HealthEntry | None, now: datetime) -> bool:
     return bool(health and health.needs_trial and not in_cooldown(health, now))
 
 
-def tryable(
-    backend_id: int, health: HealthEntry | None, now: datetime, trial: Trial | None
-) -> bool:
+def tryable(scope: Scope, health: HealthEntry | None, now: datetime, trial: Trial | None) -> bool:
     """Not in cooldown; and if it awaits its trial, this query claimed it."""
     if in_cooldown(health, now):
         return False
-    return not awaiting_trial(health, now) or (trial is not None and trial(backend_id))
+    return not awaiting_trial(health, now) or (trial is not None and trial(scope))
 
 
 def score_candidates(
@@ -190,44 +231,114 @@ def score_candidates(
     *,
     intent: str,
     health: Mapping[int, HealthEntry],
-    performance: Mapping[int, Performance],
+    estimate_of: EstimateOf,
     policy: PolicyValues,
     now: datetime,
     query_type: str | None = None,
     trial: Trial | None = None,
+    scopes: Mapping[Scope, HealthEntry] | None = None,
+    rng: random.Random | None = None,
 ) -> list[Candidate]:
-    """Every backend able to serve the intent, best first.
+    """Every backend able to serve the intent, in the order to try them.
 
-    Backends in cooldown are left out, and so is one awaiting its trial unless
+    Backends in cooldown are left out, and so are flows whose breaker for this
+    intent is open (``scopes``); one awaiting its trial is left out unless
     ``trial`` lets this query be it (then it goes first: the trial is what
-    closes its breaker); backends without a flow for the intent (and no generic
-    flow) are left out. Ties go to the higher backend weight, then the name, so
-    the order is stable.
+    closes its breaker). Then flows made for the intent before generic ones,
+    healthy backends before unhealthy ones, and within each, increasing expected
+    time to an answer; with ``rng`` (and the policy's ``exploration`` above 0) the
+    first of them by one draw from each posterior instead. Ties (nothing measured yet)
+    go to the seed's higher score, so the flow matching the intent better, then the
+    higher backend weight, then the name, so the order is stable.
     """
+    scopes = scopes or {}
     candidates: list[Candidate] = []
     for backend in backends:
         state = health.get(backend.id)
         if in_cooldown(state, now):
             continue
-        found = best_flow(backend, intent, query_type)
-        if found is None:
+        if awaiting_trial(state, now) and not tryable((backend.id,), state, now, trial):
             continue
-        on_trial = awaiting_trial(state, now)
-        if on_trial and not tryable(backend.id, state, now, trial):
+        open_flows = _FlowBreakers(backend.id, intent, scopes, now, trial)
+        found = best_flow(backend, intent, query_type, open_flows.usable)
+        if found is None:
             continue
         flow, match = found
         candidate = scored(
-            backend,
-            flow,
-            intent=intent,
-            match=match,
-            health=state,
-            performance=performance.get(backend.id),
-            policy=policy,
+            backend, flow, intent=intent, match=match, health=state,
+            estimate=estimate_of(backend, flow), policy=policy, query_type=query_type,
+        )  # fmt: skip
+        on_trial = (
+            awaiting_trial(state, now)
+            or flow.id in open_flows.trials
+            # It only failed, a while ago: a real query that may explore tries it once more.
+            or (candidate.estimate.retry_due and trial is not None and policy.exploration > 0)
         )
         candidates.append(replace(candidate, trial=True) if on_trial else candidate)
-    candidates.sort(key=lambda c: (not c.trial, -c.score, -c.backend.weight, c.backend.name))
-    return candidates
+    return ranked(candidates, rng, policy.failure_cost_seconds, policy.exploration)
+
+
+class _FlowBreakers:
+    """Which of a backend's flows the breakers of their scope for ``intent`` let through:
+    closed, or half-open with this query claiming the trial (then in ``trials``)."""
+
+    def __init__(
+        self,
+        backend_id: int,
+        intent: str,
+        scopes: Mapping[Scope, HealthEntry],
+        now: datetime,
+        trial: Trial | None,
+    ) -> None:
+        self.backend_id, self.intent, self.scopes = backend_id, intent, scopes
+        self.now, self.trial = now, trial
+        self.trials: set[int] = set()
+
+    def usable(self, flow: FlowEntry) -> bool:
+        scope: Scope = (self.backend_id, flow.id, self.intent)
+        entry = self.scopes.get(scope)
+        if entry is None:
+            return True
+        if not tryable(scope, entry, self.now, self.trial):
+            return False
+        if awaiting_trial(entry, self.now):
+            self.trials.add(flow.id)
+        return True
+
+
+def _tier(c: Candidate) -> tuple[bool, bool, bool]:
+    return (not c.trial, c.generic, c.health < 1.0)
+
+
+def ranked(
+    candidates: list[Candidate],
+    rng: random.Random | None,
+    failure_cost: float,
+    exploration: float = 1.0,
+) -> list[Candidate]:
+    """Best first: see score_candidates."""
+    candidates.sort(  # to the microsecond: estimates alike tie, whatever the float rounding
+        key=lambda c: (
+            *_tier(c),
+            round(c.expected_seconds, 6),
+            -c.score,  # alike (nothing measured yet): the seed's score, the better match
+            -c.backend.weight,
+            c.backend.name,
+        )
+    )
+    if rng is None or not exploration or len(candidates) < 2 or candidates[0].trial:
+        return candidates
+    tier = _tier(candidates[0])
+    rivals = [c for c in candidates if _tier(c) == tier]
+    if len(rivals) < 2:
+        return candidates
+    drawn = min(
+        rivals,
+        key=lambda c: c.estimate.sampled_seconds(failure_cost, rng, exploration) * c.stretch,
+    )
+    if drawn is candidates[0]:
+        return candidates
+    return [replace(drawn, explored=True), *(c for c in candidates if c is not drawn)]
 
 
 def scored(
@@ -237,15 +348,20 @@ def scored(
     intent: str,
     match: float,
     health: HealthEntry | None,
-    performance: Performance | None,
+    estimate: Estimate,
     policy: PolicyValues,
+    query_type: str | None = None,
 ) -> Candidate:
-    """One backend's flow as a candidate, with the weighted score of its factors."""
+    """One backend's flow as a candidate: its estimate, and the seed's weighted score."""
     healthy = 1.0 if health is not None and health.healthy else 0.0
-    perf = performance_score(performance, policy.latency_ceiling_ms)
-    tokens = tokens_score(performance, policy.token_ceiling)
+    perf = performance_score(estimate, policy.latency_ceiling_ms)
+    tokens = tokens_score(estimate, policy.token_ceiling)
     score = policy.weight_match * match + policy.weight_health * healthy
     score += policy.weight_performance * perf + policy.weight_tokens * tokens
+    stretch = scope_fit(flow, query_type)
+    if policy.weight_tokens and estimate.tokens is not None:
+        stretch *= 1 + policy.weight_tokens * (1 - tokens)  # more tokens, a longer wait
+    expected = estimate.expected_seconds(policy.failure_cost_seconds) * stretch
     return Candidate(
         backend=backend,
         flow=flow,
@@ -254,5 +370,8 @@ def scored(
         performance=round(perf, 4),
         tokens=round(tokens, 4),
         score=round(score, 4),
+        estimate=estimate,
+        expected_seconds=expected,
+        stretch=stretch,
         generic=intent not in flow.keywords,
     )

@@ -1,8 +1,10 @@
 """What routing reads on the hot path, memoised in process over the shared cache.
 
 Backends and flows (chatflows.snapshot) and health (backends.snapshot) come
-from the snapshots the background tasks publish; the policy and per-backend performance come from
-the shared cache too. Each process keeps what it read for MEMO_SECONDS, so
+from the snapshots the background tasks publish; the policy comes from the
+shared cache too, and so do the open breakers of flow scopes and the evidence
+every process learned (routing.selection.learning). Each process keeps what it
+read for MEMO_SECONDS, so
 answering a question costs no network round trip at all when warm, and a
 change made anywhere is seen everywhere within about a second.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,13 +28,16 @@ from flywheel.singleflight import SingleFlight
 from routing.classification.learned import LearnedModel
 from routing.classification.rules import IntentRuleSet, intent_rules
 from routing.classification.training import classifier_current
-from routing.models import ClassifierKind, RoutingPolicy
+from routing.models import ClassifierKind, RoutingPolicy, SplitArm
+from routing.selection.estimates import Evidence
+from routing.selection.learning import Beliefs, Published, beliefs
 from routing.selection.scoring import (
+    Arm,
     BackendEntry,
     FlowEntry,
     HealthEntry,
-    Performance,
     PolicyValues,
+    Scope,
 )
 
 # Half of the second within which every process must see a change made anywhere: the
@@ -41,8 +46,10 @@ from routing.selection.scoring import (
 # process two cache reads a second.
 MEMO_SECONDS = 0.5
 POLICY_KEY = "flywheel:snapshot:policy"
-PERFORMANCE_KEY = "flywheel:perf:{backend}:{intent}"
-PERFORMANCE_TTL_SECONDS = 24 * 3600
+EVIDENCE_KEY = "flywheel:evidence:{backend}"  # {intent: {flow id: Evidence}}
+EVIDENCE_TTL_SECONDS = 24 * 3600
+SCOPES_KEY = "flywheel:breaker:scopes"  # the open flow scopes (routing.selection.breaker)
+BackendEvidence = dict[str, dict[int, Evidence]]
 
 
 @dataclass(frozen=True)
@@ -56,16 +63,19 @@ class RoutingState:
     )
     type_model: LearnedModel | None = None
 
-    def performance(self, backend_ids: Iterable[int], intent: str) -> dict[int, Performance]:
-        """The backends' recent performance for the intent, leaving out what is older
-        than the policy's performance_max_age_seconds: a backend demoted by failures
-        then gets traffic again, so it is measured again once it has healed."""
-        moment = now()
-        return {
-            backend_id: perf
-            for backend_id, perf in recent_performance(backend_ids, intent).items()
-            if not perf.stale(moment, self.policy.performance_max_age_seconds)
-        }
+    scopes: dict[Scope, HealthEntry] = field(default_factory=dict)  # open flow breakers
+
+    def beliefs(self, backends: Iterable[BackendEntry], at: float | None = None) -> Beliefs:
+        """What is known of the backends' flows, seen at ``at`` (seconds since the epoch;
+        default now)."""
+        policy = self.policy
+        return beliefs(
+            published_evidence([b.id for b in backends]),
+            now=time.time() if at is None else at,
+            half_life=policy.half_life_seconds,
+            attempts_half_life=policy.half_life_attempts,
+            default=policy.prior,
+        )
 
     def backends_for(self, tenant_id: int | None) -> list[BackendEntry]:
         """Shared backends plus the tenant's own."""
@@ -114,6 +124,20 @@ def _health(published: dict[int, dict[str, Any]]) -> dict[int, HealthEntry]:
     }
 
 
+def _scopes(published: dict[str, dict[str, Any]]) -> dict[Scope, HealthEntry]:
+    """The open flow scopes, ``"backend:flow:intent" -> {"until": epoch seconds}``:
+    past ``until``, each awaits its trial."""
+    found: dict[Scope, HealthEntry] = {}
+    for key, entry in published.items():
+        backend_id, flow_id, intent = key.split(":", 2)
+        found[(int(backend_id), int(flow_id), intent)] = HealthEntry(
+            healthy=True,
+            cooldown_until=datetime.fromtimestamp(entry["until"], UTC),
+            needs_trial=True,
+        )
+    return found
+
+
 def policy_values() -> PolicyValues:
     values = shared_cache().get(POLICY_KEY)
     if values is None:
@@ -132,12 +156,28 @@ def policy_values() -> PolicyValues:
             llm_classification_enabled=p.llm_classification_enabled,
             answer_cache_ttl_seconds=p.answer_cache_ttl_seconds,
             query_budget_seconds=p.query_budget_seconds,
-            performance_max_age_seconds=float(p.performance_max_age_seconds),
-            exploration_share=p.exploration_share,
+            half_life_seconds=p.half_life_seconds,
+            half_life_attempts=p.half_life_attempts,
+            failure_cost_seconds=p.failure_cost_seconds,
+            prior_strength=p.prior_strength,
+            exploration=p.exploration,
+            hedging=p.hedging,
             learn_from_llm=p.learn_from_llm,
+            splits=_splits(),
         )
         shared_cache().set(POLICY_KEY, values, timeout=300)
     return values
+
+
+def _splits() -> tuple[tuple[str, tuple[Arm, ...]], ...]:
+    """The enabled A/B splits, with their arms (routing.models.Split)."""
+    found: dict[str, list[Arm]] = {}
+    arms = SplitArm.objects.filter(split__enabled=True, split__intent__enabled=True)
+    for intent, label, backend_id, flow_id, weight in arms.values_list(
+        "split__intent__slug", "label", "backend_id", "flow_id", "weight"
+    ).order_by("split__intent__slug", "label"):
+        found.setdefault(intent, []).append(Arm(label, backend_id, flow_id, weight))
+    return tuple((intent, tuple(each)) for intent, each in found.items())
 
 
 def routing_policy_get() -> RoutingPolicy:
@@ -162,7 +202,7 @@ class _Memo:
         self._lock = threading.Lock()
         self._state: RoutingState | None = None
         self._state_at = 0.0
-        self._perf: dict[tuple[int, str], tuple[float, Performance | None]] = {}
+        self._evidence: dict[int, tuple[float, BackendEvidence]] = {}
 
     def fresh(self) -> RoutingState | None:
         state = self._state
@@ -185,38 +225,36 @@ class _Memo:
                 rules=intent_rules(),
                 intent_model=classifier_current(ClassifierKind.INTENT),
                 type_model=classifier_current(ClassifierKind.QUERY_TYPE),
+                scopes=_scopes(shared_cache().get(SCOPES_KEY) or {}),
             )
             self._state_at = time.monotonic()
             return self._state
 
-    def performance(self, backend_ids: Iterable[int], intent: str) -> dict[int, Performance]:
+    def evidence(self, backend_ids: Iterable[int]) -> dict[int, BackendEvidence]:
         now = time.monotonic()
-        result: dict[int, Performance] = {}
+        result: dict[int, BackendEvidence] = {}
         missing: list[int] = []
         for backend_id in backend_ids:
-            memo = self._perf.get((backend_id, intent))
+            memo = self._evidence.get(backend_id)
             if memo is not None and now - memo[0] < MEMO_SECONDS:
-                if memo[1] is not None:
-                    result[backend_id] = memo[1]
+                result[backend_id] = memo[1]
             else:
                 missing.append(backend_id)
         if missing:
-            keys = {PERFORMANCE_KEY.format(backend=b, intent=intent): b for b in missing}
+            keys = {EVIDENCE_KEY.format(backend=b): b for b in missing}
             found = shared_cache().get_many(list(keys))
             for key, backend_id in keys.items():
-                perf = found.get(key)
-                self._perf[(backend_id, intent)] = (now, perf)
-                if perf is not None:
-                    result[backend_id] = perf
+                result[backend_id] = found.get(key) or {}
+                self._evidence[backend_id] = (now, result[backend_id])
         return result
 
-    def remember(self, backend_id: int, intent: str, perf: Performance) -> None:
-        self._perf[(backend_id, intent)] = (time.monotonic(), perf)
+    def remember(self, backend_id: int, evidence: BackendEvidence) -> None:
+        self._evidence[backend_id] = (time.monotonic(), evidence)
 
     def clear(self) -> None:
         with self._lock:
             self._state = None
-            self._perf.clear()
+            self._evidence.clear()
 
 
 _memo = _Memo()
@@ -238,24 +276,23 @@ async def current_state() -> RoutingState:
     return await _refreshes.do("state", db(routing_state))
 
 
-def recent_performance(backend_ids: Iterable[int], intent: str) -> dict[int, Performance]:
-    return _memo.performance(backend_ids, intent)
+def published_evidence(backend_ids: Iterable[int]) -> Published:
+    """What every process learned of the backends, as (backend id, intent) -> by flow."""
+    return {
+        (backend_id, intent): flows
+        for backend_id, by_intent in _memo.evidence(backend_ids).items()
+        for intent, flows in by_intent.items()
+    }
 
 
-def publish_performance(backend_id: int, intent: str, perf: Performance) -> None:
-    """Share a backend + intent's fresh aggregate with every process."""
-    publish_performances({(backend_id, intent): perf})
-
-
-def publish_performances(aggregates: Mapping[tuple[int, str], Performance]) -> None:
-    """Share fresh aggregates, keyed (backend id, intent), with every process: one
-    cache write for all of them."""
+def publish_evidence(evidence: Mapping[int, BackendEvidence]) -> None:
+    """Share the evidence of some backends, folded from the stored records, with every
+    process: one cache write for all of them."""
     shared_cache().set_many(
-        {PERFORMANCE_KEY.format(backend=b, intent=i): perf for (b, i), perf in aggregates.items()},
-        PERFORMANCE_TTL_SECONDS,
+        {EVIDENCE_KEY.format(backend=b): e for b, e in evidence.items()}, EVIDENCE_TTL_SECONDS
     )
-    for (backend_id, intent), perf in aggregates.items():
-        _memo.remember(backend_id, intent, perf)
+    for backend_id, e in evidence.items():
+        _memo.remember(backend_id, e)
 
 
 def forget() -> None:

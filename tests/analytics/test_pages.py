@@ -185,11 +185,19 @@ def test_routing_preference_is_reported_with_its_reasons(world: World, acme: Ten
     found = backends_by_intent(tenant=acme)
     preferred = found["intents"][0]["preferred"]
 
+    # fw answered once; lf, never tried, is judged by its prior, which fw's answer is
+    # part of: the two are estimated alike, and the tie goes to the name.
     assert preferred["backend"] == "fw"
     assert preferred["flow"] == "reviewer"
-    assert "1/1 recent attempts succeeded" in preferred["why"]
-    assert "Next: lf" in preferred["why"]
-    assert [c["backend"] for c in preferred["candidates"]] == ["fw", "lf"]
+    assert [(c["backend"], c["recent_attempts"]) for c in preferred["candidates"]] == [
+        ("fw", 1.0),
+        ("lf", 0),
+    ]
+    why = preferred["why"]
+    assert "fw / reviewer: 87 % of 1 recent attempts answered (±" in why  # (1.6 + 1) / 3
+    assert "lf / echo: no recent attempts; judged by its prior" in why
+    assert "chosen for the expected" in why
+    assert "still go to" not in why  # the world does not explore
 
 
 def test_no_preference_when_every_backend_is_in_cooldown(world: World, acme: Tenant) -> None:

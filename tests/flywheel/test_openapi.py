@@ -31,6 +31,7 @@ ERRORS = {
     ("get", "/api/v1/analytics/backends-by-intent"): {400, 401, 403, 429},
     ("get", "/api/v1/analytics/timeseries"): {400, 401, 403, 429},
     ("get", "/api/v1/analytics/classification"): {400, 401, 403, 429},
+    ("get", "/api/v1/analytics/splits"): {400, 401, 403, 429},
     ("get", "/api/v1/visualize/{session_id}"): {401, 404, 429},
     ("get", "/api/v1/sessions"): {400, 401, 429},
     ("get", "/api/v1/sessions/{session_id}"): {401, 404, 429},
@@ -206,6 +207,7 @@ def test_paging_takes_integers_in_range(schema) -> None:
     [
         ("/api/v1/flows", {"backend", "intent"}),
         ("/api/v1/decisions", {"intent", "outcome", "backend", "session"}),
+        ("/api/v1/analytics/splits", {"since", "until", "intent"}),
     ],
 )
 def test_an_empty_filter_is_documented_as_no_filter(schema, path: str, names: set[str]) -> None:

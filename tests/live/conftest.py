@@ -22,6 +22,7 @@ from backends.models import Backend
 from backends.services import ahealth_check_all
 from chatflows.models import Flow
 from chatflows.services import adiscover_all
+from routing.models import RoutingPolicy
 from routing.selection import state
 from tests.paths import ROOT
 
@@ -75,6 +76,9 @@ def serve_code_review(peers: dict[str, str]) -> None:
         flow.keywords_edited = True
         flow.save()
     run_sync(ahealth_check_all)
+    # Nothing is measured yet, so the seed's score orders them; routing does not explore
+    # here, or the first question would go to either peer (one draw of equal priors).
+    RoutingPolicy.objects.update(exploration=0.0)
     state.forget()
 
 

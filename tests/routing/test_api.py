@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from chatflows.models import Flow
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
 from routing.models import RoutingDecision
@@ -253,11 +254,20 @@ LOCAL_REVIEW = "Can you review this function for bugs?"  # code-review, and LOCA
 
 
 def _scoped(world: World) -> None:
-    """fw's reviewer matches code-review best, but serves corpus-wide (GLOBAL) questions;
-    lf's echo serves questions about one thing (LOCAL)."""
-    world.fw_flow.scope, world.lf_flow.scope = "global", "local"
+    """fw serves code reviews with two flows alike but for their scope: its reviewer
+    serves corpus-wide (GLOBAL) questions, its line reviewer questions about one thing
+    (LOCAL). (Which backend answers is for what routing learned to say: the scope
+    chooses among a backend's flows.)"""
+    world.fw_flow.scope = "global"
     world.fw_flow.save()
-    world.lf_flow.save()
+    Flow.objects.create(
+        backend=world.fw,
+        external_id="line-reviewer",
+        name="line reviewer",
+        deployed=True,
+        intent_keywords=world.fw_flow.intent_keywords,
+        scope="local",
+    )
     refresh()
 
 
@@ -268,6 +278,8 @@ def test_without_query_routing_scope_is_ignored(world: World, api_client: APICli
 
     assert body["routing"]["query_type"] is None
     assert body["routing"]["backend"] == "fw"
+    matches = {c["flow"]: c["match"] for c in body["routing"]["candidates"] if c["backend"] == "fw"}
+    assert set(matches.values()) == {0.7}  # neither flow's scope counted
 
 
 @override_settings(QUERY_ROUTING_ENABLED=True)
@@ -282,9 +294,10 @@ def test_with_query_routing_a_flow_whose_scope_fits_wins(
     dry_run = json.loads(out.getvalue())
 
     assert body["routing"]["query_type"]["query_type"] == "LOCAL"
-    assert body["routing"]["backend"] == "lf"
-    assert body["answer"] == "hello langflow"
-    assert (dry_run["query_type"], dry_run["selected"]["backend"]) == ("LOCAL", "lf")
+    assert (body["routing"]["backend"], body["routing"]["flow"]) == ("fw", "line reviewer")
+    assert body["answer"] == FW_ANSWER
+    assert (dry_run["query_type"], dry_run["selected"]["flow"]) == ("LOCAL", "line reviewer")
+    assert dry_run["selected"]["match"] == pytest.approx(0.7 + 0.1)  # the fit's bonus
     assert dry_run["query_type_confidence"] >= 0.7
     drain()
     decision = RoutingDecision.objects.get()

@@ -15,7 +15,14 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
-from routing.models import PerformanceRecord, RoutingDecision
+from routing.models import (
+    Intent,
+    IntentExample,
+    IntentPattern,
+    PerformanceRecord,
+    RoutingDecision,
+    RoutingPolicy,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)  # migrations run outside a test's transaction
 
@@ -131,3 +138,86 @@ def test_who_could_see_the_trace_page_still_can(before_the_move: Apps) -> None:
     page = client.get(f"/decisions/{decision.request_id}")
     assert page.status_code == 200
     assert "Please review my pull request" in page.content.decode()
+
+
+BEFORE_LEARNING = [("routing", "0017_classifier_help_text")]
+
+
+@pytest.mark.parametrize(("window", "migrated"), [(10, 100), (25, 25)])
+def test_learned_estimates_count_a_hundred_attempts_where_ten_were_scored(
+    window: int, migrated: int
+) -> None:
+    """Routing 0018: the seed's window of 10 attempts, scored raw, becomes the 100 that
+    bound what the estimates count; a window an admin chose stays as it was."""
+    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    _migrate(leaves)  # from wherever an earlier test left the database
+    try:
+        before = _migrate(BEFORE_LEARNING).get_model("routing", "RoutingPolicy")
+        before.objects.all().delete()
+        before.objects.create(key="default", performance_window=window, exploration_share=0.05)
+
+        _migrate(leaves)
+
+        policy = RoutingPolicy.objects.get()
+        assert policy.performance_window == migrated
+        assert (policy.half_life_seconds, policy.failure_cost_seconds) == (40.0, 5.0)
+        assert (policy.half_life_attempts, policy.prior_strength) == (50.0, 2.0)
+        assert policy.exploration == 0.5
+    finally:
+        _migrate(leaves)
+
+
+BEFORE_ROUND_THREE = [("routing", "0019_hedging_and_splits")]
+
+
+def test_an_installed_database_gets_this_releases_intents_and_keeps_admins_edits() -> None:
+    """Routing 0020: summarize learns content summaries, jokes leave creative-orientation
+    (only where its pattern is as shipped), the new shipped examples are added and the
+    misfiled one moves; what an admin wrote stays."""
+    from routing.migrations import __name__ as package
+
+    migration = __import__(f"{package}.0020_intents_round_three", fromlist=["OLD_JOKES"])
+    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    _migrate(leaves)
+    try:
+        apps = _migrate(BEFORE_ROUND_THREE)
+        intents = apps.get_model("routing", "Intent").objects
+        patterns = apps.get_model("routing", "IntentPattern").objects
+        examples = apps.get_model("routing", "IntentExample").objects
+        intents.all().delete()
+        summarize = intents.create(
+            slug="summarize",
+            name=migration.OLD_SUMMARIZE[0],
+            description=migration.OLD_SUMMARIZE[1],
+        )
+        creative = intents.create(slug="creative-orientation", name="Creative orientation")
+        document = intents.create(slug="document-qa", name="Document Q&A", description="mine")
+        patterns.create(intent=creative, kind="regex", pattern=migration.OLD_JOKES, weight=2.5)
+        edited = patterns.create(intent=document, kind="regex", pattern=r"\bjokes?\b", weight=1)
+        examples.create(intent=document, text=migration.CHAPTER_FINDINGS, source="shipped")
+        examples.create(intent=document, text="my own example", source="admin")
+
+        _migrate(leaves)
+
+        summarize.refresh_from_db()
+        assert summarize.name == "Summarize"
+        assert set(IntentPattern.objects.filter(intent__slug="summarize").values_list(
+            "pattern", flat=True
+        )) == {p for p, _ in migration.SUMMARIZE_CONTENT}  # fmt: skip
+        assert IntentPattern.objects.get(intent__slug="creative-orientation").pattern == (
+            migration.NEW_JOKES
+        )
+        assert IntentPattern.objects.get(pk=edited.pk).pattern == r"\bjokes?\b"
+        assert Intent.objects.get(slug="document-qa").description == "mine"
+        moved = IntentExample.objects.get(text=migration.CHAPTER_FINDINGS)
+        assert moved.intent.slug == "summarize"
+        assert IntentExample.objects.filter(text="my own example").exists()
+        shipped_for = IntentExample.objects.filter(source="shipped").values_list(
+            "intent__slug", flat=True
+        )
+        assert set(shipped_for) == {"summarize", "creative-orientation", "document-qa"}
+        assert IntentExample.objects.filter(intent__slug="summarize").count() > 90
+    finally:
+        IntentExample.objects.all().delete()
+        Intent.objects.all().delete()
+        _migrate(leaves)

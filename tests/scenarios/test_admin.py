@@ -30,6 +30,8 @@ from routing.models import (
     RoutingDecision,
     RoutingPolicy,
     Session,
+    Split,
+    SplitArm,
     Turn,
 )
 from tests.captured import response
@@ -49,6 +51,7 @@ def populated(tenant: Tenant, backend: Backend) -> dict[type, object]:
         tenant=tenant, question="q", outcome="success", backend=backend, flow=flow
     )
     api_key, _ = api_key_create(tenant=tenant, name="admin test")
+    split = Split.objects.create(intent=Intent.objects.get(slug="code-review"))
     return {
         Tenant: tenant,
         ApiKey: api_key,
@@ -59,6 +62,8 @@ def populated(tenant: Tenant, backend: Backend) -> dict[type, object]:
         Intent: Intent.objects.get(slug="code-review"),
         IntentPattern: IntentPattern.objects.first(),
         RoutingPolicy: RoutingPolicy.objects.get(),
+        Split: split,
+        SplitArm: SplitArm.objects.create(split=split, label="A", backend=backend, flow=flow),
         Session: session,
         Turn: Turn.objects.create(session=session, question="q", answer="a", backend=backend),
         RoutingDecision: decision,

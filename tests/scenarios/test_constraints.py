@@ -148,7 +148,10 @@ def test_there_is_only_one_routing_policy(db) -> None:
     policy = RoutingPolicy.objects.create()
 
     assert (policy.weight_match, policy.weight_health, policy.weight_performance) == (0.5, 0.3, 0.2)
-    assert (policy.performance_window, policy.latency_ceiling_ms) == (10, 5000)
+    assert (policy.performance_window, policy.latency_ceiling_ms) == (100, 5000)
+    learning = (policy.half_life_seconds, policy.failure_cost_seconds, policy.prior_strength)
+    assert learning == (40.0, 5.0, 2.0)
+    assert (policy.half_life_attempts, policy.exploration) == (50.0, 0.5)
     assert policy.confidence_threshold == 0.7
     assert _violates(lambda: RoutingPolicy.objects.create())
     assert _violates(lambda: RoutingPolicy.objects.create(key="second"))

@@ -39,16 +39,17 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client as DjangoClient
-from django.utils import timezone
 
 from backends.models import BackendHealth
 from backends.services import backend_create
 from chatflows.models import Flow
+from flywheel.cache import shared_cache
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create
 from routing.install import defaults_load
 from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy
-from routing.selection.breaker import MIN_ATTEMPTS
+from routing.selection.breaker import MIN_ATTEMPTS, scope_key
+from routing.selection.state import SCOPES_KEY
 from tests.paths import ROOT
 from tests.routing_world import refresh
 
@@ -212,9 +213,10 @@ class World:
     flow_ids: dict[str, str]  # backend name -> its flow's external id (unique to this test)
     asked: int = 0  # questions answered through the processes: one decision each
 
-    def ask(self, server: Server, key: str | None = None) -> httpx.Response:
-        """POST /api/v1/query on ``server`` (a real answer, and one decision)."""
-        answered = _post(self.cluster, server, "/api/v1/query", key or self.key)
+    def ask(self, server: Server, key: str | None = None, **fields: Any) -> httpx.Response:
+        """POST /api/v1/query on ``server`` (a real answer, and one decision); ``fields``
+        go with the question."""
+        answered = _post(self.cluster, server, "/api/v1/query", key or self.key, **fields)
         if answered.status_code == 200:
             self.asked += 1
         return answered
@@ -233,10 +235,10 @@ class World:
         self.cluster.http.post(f"{standin.url}/_faults", json={"fault": "500", "share": 1.0})
 
 
-def _post(cluster: Cluster, server: Server, path: str, key: str) -> httpx.Response:
+def _post(cluster: Cluster, server: Server, path: str, key: str, **fields: Any) -> httpx.Response:
     return cluster.http.post(
         server.url + path,
-        json={"question": "How do these processes agree?", "intent": INTENT},
+        json={"question": "How do these processes agree?", "intent": INTENT, **fields},
         headers={"Authorization": f"Bearer {key}"},
     )
 
@@ -246,18 +248,20 @@ def make_world(cluster: Cluster, tenant: Tenant) -> Iterator[Callable[..., World
     """Build the world in the database, and wait until both processes route over it.
 
     ``primary_keywords``: how many intent keywords the primary's flow has (the
-    secondary's has one). With ten it matches the intent far better and stays
-    first whatever its performance; with one, the two tie and performance
-    decides. Ends by waiting until the decisions of the questions asked are
-    stored: written after the test, they would meet a flushed database.
+    secondary's has one): with ten its match is 1.0. Match no longer orders the
+    candidates: what routing learned does, and with no history the two tie and the
+    tie goes to the name (the primary). Ends by waiting until the decisions of the
+    questions asked are stored: written after the test, they would meet a flushed
+    database.
     """
     built: list[World] = []
 
     def make(*, primary_keywords: int = 10) -> World:
         defaults_load()
-        # Exploration would, now and then, put the other backend first on purpose.
+        # Exploration (a draw from what routing believes of each) would, now and then,
+        # put the other backend first on purpose.
         policy = RoutingPolicy.objects.get()
-        policy.exploration_share = 0.0
+        policy.exploration = 0.0
         policy.save()
         token = uuid.uuid4().hex[:8]
         flow_ids = {}
@@ -409,13 +413,17 @@ def test_a_policy_edit_in_one_process_admin_changes_the_other_process_scores_wit
     form = admin.form(change, "routingpolicy_form")
     assert form["weight_match"] == "0.5"
     # B scores the primary with the default weights: 0.5 * match 1.0 + 0.3 * healthy 1.0
-    # + 0.2 * performance 0.5 (no history yet).
-    assert world.candidates(b)[0]["score"] == pytest.approx(0.9)
+    # + 0.2 * performance (no history yet: the prior's 80 % success and 1 s typical).
+    no_history = 0.7 * 0.8 + 0.3 * (1 - 1000 / 5000)
+    assert world.candidates(b)[0]["score"] == pytest.approx(0.5 + 0.3 + 0.2 * no_history)
 
     admin.submit(change, {**form, "weight_match": "0.9"})
     made = time.monotonic()
 
-    delay = _first_seen(lambda: world.candidates(b)[0]["score"] == pytest.approx(1.3), since=made)
+    edited = 0.9 + 0.3 + 0.2 * no_history
+    delay = _first_seen(
+        lambda: world.candidates(b)[0]["score"] == pytest.approx(edited), since=made
+    )
     _assert_within_a_second(delay, "policy edit via A's admin, seen in B's dry run")
     assert RoutingPolicy.objects.get().weight_match == 0.9
 
@@ -451,59 +459,66 @@ def test_a_key_revoked_in_one_process_admin_is_refused_by_the_other_within_a_sec
 def test_a_breaker_opened_by_failures_in_one_process_keeps_the_other_off_it_within_a_second(
     make_world: Callable[..., World],
 ) -> None:
-    world = make_world()  # the primary matches far better: it stays first while failing
+    world = make_world()
     a, b = world.cluster.a, world.cluster.b
     world.fail_every_answer_of(world.cluster.primary)
     assert [c["backend"] for c in world.candidates(b)] == ["primary", "secondary"]
+    primary_flow = Flow.objects.get(external_id=world.flow_ids["primary"])
+    scope = scope_key((primary_flow.backend_id, primary_flow.pk, INTENT))
 
-    # Enough failed answers in A's window to open the breaker (routing/selection/breaker.py),
-    # from two tenants (one's alone do not open a shared backend); each question is still
-    # answered, by the secondary.
+    # Enough failed answers in A's window to open the breaker of the primary's flow for
+    # the intent (routing/selection/breaker.py: 500s from one flow open its scope, not the
+    # backend), from two tenants (one's alone do not open a shared backend's). Each
+    # question names the primary's flow, with fallback: what A learns of the failures
+    # would otherwise put the secondary first at once. Each is answered by the secondary.
     other = Tenant.objects.create(name="Other", slug="other")
     keys = (world.key, api_key_create(tenant=other, name="scale-out")[1])
     for n in range(MIN_ATTEMPTS):
-        answered = world.ask(a, keys[n % 2])
+        answered = world.ask(a, keys[n % 2], flow=world.flow_ids["primary"], fallback=True)
         assert answered.status_code == 200, answered.text
         chain = answered.json()["routing"]["fallback_chain"]
         assert [(s["backend"], s["ok"]) for s in chain] == [("primary", False), ("secondary", True)]
     answered_at = time.monotonic()
-    # A opens the breaker on a thread of its own, just after the answer: in the database
-    # first (cooldown, needs_trial), then in the health it publishes to the shared cache.
-    primary = BackendHealth.objects.filter(backend__name="primary")
-    opened = _first_seen(lambda: primary.filter(needs_trial=True).exists(), since=answered_at)
-    assert opened is not None, "A did not open the primary's breaker"
+    # A opens the breaker on a thread of its own, just after the answer, in the shared cache.
+    opened = _first_seen(lambda: scope in _open_scopes(), since=answered_at)
+    assert opened is not None, "A did not open the breaker of the primary's flow"
     made = time.monotonic()
 
     delay = _first_seen(
         lambda: [c["backend"] for c in world.candidates(b)] == ["secondary"], since=made
     )
     after_answer = "" if delay is None else f" ({made - answered_at + delay:.3f} s after answering)"
-    _assert_within_a_second(delay, "A's breaker opened, B leaves the backend out", after_answer)
-    cooldown_until = primary.get().cooldown_until
-    assert cooldown_until is not None
-    assert cooldown_until > timezone.now()
+    _assert_within_a_second(delay, "A's breaker opened, B leaves the flow out", after_answer)
+    assert _open_scopes()[scope]["until"] > time.time()
+    assert BackendHealth.objects.get(backend__name="primary").cooldown_until is None  # one flow
     # B does not even try it: its answer comes from the secondary, first time.
     answered = world.ask(b)
     assert answered.status_code == 200, answered.text
     assert [s["backend"] for s in answered.json()["routing"]["fallback_chain"]] == ["secondary"]
 
 
+def _open_scopes() -> dict[str, dict[str, Any]]:
+    """The flow scopes out of rotation, as the processes share them."""
+    return dict(shared_cache().get(SCOPES_KEY) or {})
+
+
 def test_attempts_made_by_one_process_change_the_performance_the_other_routes_on_within_a_second(
     make_world: Callable[..., World],
 ) -> None:
-    world = make_world(primary_keywords=1)  # the two match alike: performance decides
+    world = make_world(primary_keywords=1)  # the two match alike
     a, b = world.cluster.a, world.cluster.b
     world.fail_every_answer_of(world.cluster.primary)
     before = world.candidates(b)
-    # No history anywhere: both score 0.5 for performance, the tie goes to the name.
-    assert [(c["backend"], c["performance"]) for c in before] == [
-        ("primary", 0.5),
-        ("secondary", 0.5),
+    # No history anywhere: both are judged by the prior, the tie goes to the name.
+    no_history = round(0.7 * 0.8 + 0.3 * (1 - 1000 / 5000), 4)
+    assert [(c["backend"], c["performance"], c["attempts"]) for c in before] == [
+        ("primary", no_history, 0),
+        ("secondary", no_history, 0),
     ]
 
     # One question through A: the primary fails, the secondary answers. Both attempts
     # become performance records, written behind the answer (A's decision writer gathers
-    # for up to 0.1 s) and then published to the shared cache.
+    # for up to 0.1 s), and the evidence folded from them is published to the shared cache.
     answered = world.ask(a)
     answered_at = time.monotonic()
     assert answered.status_code == 200, answered.text
@@ -515,6 +530,9 @@ def test_attempts_made_by_one_process_change_the_performance_the_other_routes_on
     delay = _first_seen(lambda: world.candidates(b)[0]["backend"] == "secondary", since=made)
     after_answer = "" if delay is None else f" ({made - answered_at + delay:.3f} s after answering)"
     _assert_within_a_second(delay, "A's performance records, B routes on them", after_answer)
-    performance = {c["backend"]: c["performance"] for c in world.candidates(b)}
-    assert performance["secondary"] > 0.9  # answered: 0.7 * 1.0 + 0.3 * (fast)
-    assert performance["primary"] < 0.5  # failed: 0.7 * 0.0 + 0.3 * (fast)
+    seen = {c["backend"]: c for c in world.candidates(b)}
+    assert seen["secondary"]["attempts"] == seen["primary"]["attempts"] == 1  # A's, one each
+    assert seen["primary"]["success"] < 0.8  # failed: below the prior
+    assert seen["secondary"]["success"] > seen["primary"]["success"]
+    assert seen["secondary"]["performance"] > seen["primary"]["performance"]
+    assert seen["secondary"]["expected_seconds"] < seen["primary"]["expected_seconds"]

@@ -1,4 +1,5 @@
-"""The shipped conversation intents (seed 001): summarize the conversation, ask about it."""
+"""The shipped conversation intents (seed 001): summarize (the conversation, or content the
+user gives or points to), and questions about the conversation."""
 
 from __future__ import annotations
 
@@ -6,10 +7,28 @@ from routing.classification.shipped.base import DefaultIntent, regex
 
 SUMMARIZE = DefaultIntent(
     slug="summarize",
-    name="Summarize the conversation",
-    description="Summarise the last answers of this conversation.",
+    name="Summarize",
+    description="Condensing content: the conversation so far or its last answers, or a "
+    "text, article, report, thread or document the user gives or points to (recaps, "
+    "TL;DRs, key takeaways, shorter versions).",
     priority=10,
     patterns=(
+        regex(  # a summary of something named: it outweighs "the attached report"
+            r"\b(summari[sz]\w*|summary|sum (it |this |that )?up|recap\w*|tl;?dr|condense|"
+            r"boil (it |this )?down|gist|(key )?takeaways|synopsis|digest|cliff ?notes|"
+            r"in a nutshell|main points|key points|bullet-?points?)\b.{0,80}\b(articles?|"
+            r"reports?|papers?|pdfs?|docs?|documents?|files?|threads?|e-?mails?|transcripts?|"
+            r"notes|minutes|whitepapers?|contracts?|polic(y|ies)|chapters?|books?|essays?|"
+            r"memos?|posts?|blogs?|news|videos?|podcasts?|lectures?|meetings?|calls?|texts?|"
+            r"passages?|paragraphs?|studies|study|slides|deck|readme|changelog|release notes|"
+            r"reviews|feedback|comments|tickets?|specs?|proposals?|filings?|lease|agreement)\b",
+            8.0,
+        ),
+        regex(  # content given in the question itself: "summarize this: ..."
+            r"^\W*(please |pls |can you |could you )?(summari[sz]e|tl;?dr|recap|condense|"
+            r"sum up|shorten|boil down)\b[^.?!]{0,40}:\s*\S",
+            4.0,
+        ),
         regex(
             r"^\W*(one-sentence |short |quick )?(recap|tl;?dr|summary|"
             r"summari[sz]e( (it|this|that))?|sum (it )?up)\W*(pls|please)?\W*$",

@@ -47,7 +47,8 @@ CREATIVE = DefaultIntent(
     slug="creative-orientation",
     name="Creative orientation",
     description="Creating outcomes: vision, structural tension between current reality "
-    "and a desired outcome, brainstorming, ideation and creative writing.",
+    "and a desired outcome, brainstorming, ideation and creative writing (a joke to "
+    "pass the time is general).",
     patterns=(
         *keywords("structural tension", "creative orientation", "desired outcome", weight=3.0),
         *keywords("current reality", weight=3.0),
@@ -58,7 +59,7 @@ CREATIVE = DefaultIntent(
             2.5,
         ),
         regex(
-            r"\b(jokes?|puns?|riddles?|knock[- ]knock|roast|wedding speech|vows|eulogy|"
+            r"\b(roast|wedding speech|vows|eulogy|"
             r"screenplay|alternative endings?|plot twists?|storyline|protagonist|villain)\b",
             2.5,
         ),
@@ -235,7 +236,8 @@ DOCUMENT_QA = DefaultIntent(
     slug="document-qa",
     name="Document Q&A",
     description="Answering from documents the user refers to: reports, manuals, "
-    "contracts, policies, papers, specs, attached files.",
+    "contracts, policies, papers, specs, attached files (what they say; condensing a "
+    "whole document is summarize).",
     patterns=(
         regex(
             r"\b(attached|attachment|uploaded|enclosed|i (shared|pasted|gave you|sent( you)?|"

@@ -63,5 +63,7 @@ class Command(BaseCommand):
                 f"(match {candidate['match']:.2f}, health {candidate['health']:.0f}, "
                 f"performance {candidate['performance']:.2f})"
             )
+        if plan.get("why"):
+            self.stdout.write(f"  {plan['why']}")
         if plan["error"]:
             self.stdout.write(f"  {plan['error']['type']}: {plan['error']['message']}")

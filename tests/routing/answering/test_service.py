@@ -27,8 +27,10 @@ from routing.answering.sessions import SESSION_KEY, PastTurn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.install import defaults_load
 from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy, Turn
-from routing.recording.performance import performance_publish_all
+from routing.recording.performance import evidence_publish_all
 from routing.recording.writer import drain
+from routing.selection import learning
+from routing.selection.estimates import Prior, estimate
 from routing.selection.state import routing_policy_get
 from tests.captured import FIXTURES, captured, response
 from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
@@ -36,6 +38,8 @@ from tests.routing_world import FW_ANSWER, LF_ANSWER, World, refresh
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REVIEW = "Please review my pull request"
+# A flow with no history is judged by the prior: 80 % success, 1 s typical latency.
+NO_HISTORY_PERFORMANCE = round(0.7 * 0.8 + 0.3 * (1 - 1000 / 5000), 4)
 
 
 def ask(tenant: Tenant, **fields: Any) -> dict[str, Any]:
@@ -99,9 +103,10 @@ def test_auto_routing_picks_the_highest_score(world: World, tenant: Tenant) -> N
     routing = body["routing"]
     assert body["answer"] == FW_ANSWER
     assert (routing["backend"], routing["flow"]) == ("fw", "reviewer")
-    scores = [c["score"] for c in routing["candidates"]]
-    assert scores == sorted(scores, reverse=True)
-    assert routing["score"] == scores[0]
+    # Tried in increasing order of the expected time to an answer; the score is reported.
+    expected = [c["expected_seconds"] for c in routing["candidates"]]
+    assert expected == sorted(expected)
+    assert routing["score"] == routing["candidates"][0]["score"]
 
 
 @pytest.mark.parametrize("preference", ["lf", "LF", "langflow"])
@@ -126,7 +131,8 @@ def test_an_explicit_route_records_the_backends_real_factor_scores(
     body = ask(tenant, question="and again?", intent="code-review", backend="lf")
 
     (candidate,) = body["routing"]["candidates"]
-    assert candidate["performance"] < 0.5  # its one attempt failed, and it shows
+    assert candidate["performance"] < NO_HISTORY_PERFORMANCE  # its one attempt failed
+    assert candidate["success"] < 0.8  # below the prior's
     assert candidate["score"] == pytest.approx(
         0.5 * candidate["match"] + 0.3 * candidate["health"] + 0.2 * candidate["performance"],
         abs=1e-3,
@@ -478,6 +484,124 @@ def test_an_answer_longer_than_is_kept_is_not_served_from_the_cache(
     fails(tenant, AllBackendsFailedError, question=REVIEW)
 
 
+# --- hedging -----------------------------------------------------------------------------
+
+
+def _hedging(on: bool = True) -> None:
+    policy = routing_policy_get()
+    policy.hedging = on
+    policy.save()
+    refresh()
+
+
+def _measured_fast(world: World, tenant: Tenant, answers: int = 8) -> None:
+    """fw answers at once a few times: its usual latency is now milliseconds."""
+    for _ in range(answers):
+        assert ask(tenant, question=REVIEW)["routing"]["backend"] == "fw"
+
+
+def _slow(route: Any, seconds: float, name: str, ended: dict[str, str]) -> None:
+    """``route`` gives its usual answer after ``seconds``; ``ended[name]`` says how its
+    call ended."""
+    answer = route.return_value
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            ended[name] = "cancelled"
+            raise
+        ended[name] = "answered"
+        return answer
+
+    route.mock(side_effect=slow)
+
+
+def test_a_hedge_starts_the_next_backend_past_the_usual_latency_and_the_first_answer_wins(
+    world: World, tenant: Tenant
+) -> None:
+    _hedging()
+    _measured_fast(world, tenant)
+    PerformanceRecord.objects.all().delete()
+    RoutingDecision.objects.all().delete()
+    ended: dict[str, str] = {}
+    _slow(world.fw_route, 5, "fw", ended)
+
+    body = ask(tenant, question=REVIEW)
+
+    assert body["answer"] == LF_ANSWER  # lf answered while fw was still at it
+    chain = body["routing"]["fallback_chain"]
+    assert [(a["backend"], a["ok"], a["error_type"]) for a in chain] == [
+        ("fw", False, "Cancelled"),
+        ("lf", True, ""),
+    ]
+    assert "hedged" not in chain[0]
+    assert chain[1]["hedged"] is True
+    assert ended == {"fw": "cancelled"}  # the loser's call was stopped, not left
+    decision = RoutingDecision.objects.get()
+    assert [a["error_type"] for a in decision.fallback_chain] == ["Cancelled", ""]
+    assert (decision.outcome, decision.backend) == ("fallback", world.lf)
+    # Stopped, fw did not fail: only lf's answer is measured.
+    assert [r.backend.name for r in PerformanceRecord.objects.all()] == ["lf"]
+
+
+def test_when_the_first_answers_first_the_hedge_is_cancelled(world: World, tenant: Tenant) -> None:
+    _hedging()
+    _measured_fast(world, tenant)
+    ended: dict[str, str] = {}
+    _slow(world.fw_route, 0.4, "fw", ended)
+    _slow(world.lf_route, 5, "lf", ended)
+
+    body = ask(tenant, question=REVIEW)
+
+    assert body["answer"] == FW_ANSWER
+    chain = body["routing"]["fallback_chain"]
+    assert [(a["backend"], a["ok"], a.get("hedged", False)) for a in chain] == [
+        ("fw", True, False),
+        ("lf", False, True),
+    ]
+    assert chain[1]["error_type"] == "Cancelled"
+    assert ended == {"fw": "answered", "lf": "cancelled"}
+    assert RoutingDecision.objects.latest("created_at").outcome == "success"
+
+
+def test_without_hedging_a_slow_first_backend_is_waited_for(world: World, tenant: Tenant) -> None:
+    _measured_fast(world, tenant)
+    ended: dict[str, str] = {}
+    _slow(world.fw_route, 0.4, "fw", ended)
+    calls = world.lf_route.call_count
+
+    body = ask(tenant, question=REVIEW)
+
+    assert body["answer"] == FW_ANSWER
+    assert [a["backend"] for a in body["routing"]["fallback_chain"]] == ["fw"]
+    assert world.lf_route.call_count == calls
+
+
+def test_a_hedged_first_that_fails_leaves_the_hedge_to_answer(world: World, tenant: Tenant) -> None:
+    _hedging()
+    _measured_fast(world, tenant)
+
+    async def slow_failure(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.5)
+        return httpx.Response(500, json={"message": "boom"})
+
+    world.fw_route.mock(side_effect=slow_failure)
+    ended: dict[str, str] = {}
+    _slow(world.lf_route, 1.0, "lf", ended)
+
+    body = ask(tenant, question=REVIEW)
+
+    assert body["answer"] == LF_ANSWER
+    chain = body["routing"]["fallback_chain"]
+    assert [(a["backend"], a["error_type"]) for a in chain] == [
+        ("fw", "UnexpectedError"),
+        ("lf", ""),
+    ]
+    assert chain[1]["hedged"] is True  # started while fw still ran
+    assert ended == {"lf": "answered"}
+
+
 # --- metadata and decisions ------------------------------------------------------------
 
 
@@ -549,6 +673,28 @@ def test_summarize_without_answers_is_a_clear_error(world: World, tenant: Tenant
     error = fails(tenant, ValidationError, question="summarize this conversation")
 
     assert "nothing to summarize" in error.message
+
+
+def test_a_one_shot_summary_of_content_goes_to_a_flow_as_written(
+    world: World, tenant: Tenant
+) -> None:
+    body = ask(tenant, question="Please summarize this thread", intent="summarize")
+
+    assert body["routing"]["backend"] == "fw"  # answered, not refused
+    sent = world.sent_to_flowise()["question"]
+    assert sent == "Please summarize this thread"
+
+
+def test_a_summary_of_a_pasted_text_mid_conversation_is_of_the_text(
+    world: World, tenant: Tenant
+) -> None:
+    session = ask(tenant, question=REVIEW)["session_id"]
+    article = "Summarize this article in three bullet points: glaciers are retreating fast."
+
+    body = ask(tenant, question=article, session_id=session, intent="summarize")
+
+    assert body["answer"] == FW_ANSWER
+    assert world.sent_to_flowise()["question"] == article  # not the conversation's answers
 
 
 def test_questions_about_the_conversation_are_answered_from_history(
@@ -941,7 +1087,13 @@ def test_a_backend_deleted_since_the_plan_was_made_is_an_attempt_that_failed(
     forget_configs()
 
     chain = async_to_sync(run_chain)(
-        candidates, REVIEW, session_id="s", parameters={}, history_for=lambda c: ()
+        candidates,
+        REVIEW,
+        intent="code-review",
+        policy=state.policy,
+        session_id="s",
+        parameters={},
+        history_for=lambda c: (),
     )
 
     assert [(a.backend, a.ok, a.error_type) for a in chain.attempts] == [
@@ -1037,15 +1189,18 @@ def test_a_demoted_backend_is_tried_again_once_its_failures_age(
     ask(tenant, question=REVIEW)  # fw fails: lf answers, and fw now ranks second
     assert ask(tenant, question=REVIEW)["routing"]["backend"] == "lf"
     world.fw_route.mock(return_value=httpx.Response(200, json={"text": "fw is back"}))
-    aged = timezone.now() - timedelta(seconds=61)  # a quiet minute: past the default 60 s
-    PerformanceRecord.objects.update(created_at=aged)
-    performance_publish_all(window=10)  # as beat, or the next batch, would
+    # A quiet ten minutes: twenty half-lives, past the seven within which attempts count.
+    PerformanceRecord.objects.update(created_at=timezone.now() - timedelta(minutes=10))
+    learning.book.forget()  # this process's own attempts are as old
+    evidence_publish_all(window=100)  # as beat, or the next batch, would
     refresh()
 
     routing = ask(tenant, question=REVIEW)["routing"]
 
-    assert routing["backend"] == "fw"  # its failure says nothing now: its match decides
-    assert [c["performance"] for c in routing["candidates"]] == [0.5, 0.5]  # no history
+    assert routing["backend"] == "fw"  # its failure says nothing now: the tie goes to fw
+    candidates = routing["candidates"]
+    assert [c["performance"] for c in candidates] == [NO_HISTORY_PERFORMANCE] * 2  # the prior
+    assert [c["attempts"] for c in candidates] == [0, 0]
 
 
 # --- token usage ----------------------------------------------------------------------------
@@ -1065,7 +1220,8 @@ def test_the_usage_a_backend_reports_is_kept_on_the_attempt_and_in_performance_m
     from routing.selection import state
 
     state.forget()
-    assert state.recent_performance([world.fw.pk], "code-review")[world.fw.pk].avg_tokens == 8
+    evidence = state.published_evidence([world.fw.pk])[(world.fw.pk, "code-review")]
+    assert estimate(evidence[world.fw_flow.pk], Prior()).tokens == pytest.approx(8)
 
 
 def test_a_streamed_answer_keeps_its_usage_too(world: World, tenant: Tenant) -> None:

@@ -135,7 +135,7 @@ def test_placeholder_text_gets_no_specialist_intent(shipped: dict[str, LearnedMo
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("intent_*.jsonl")))
-def test_the_cascade_labels_at_least_92_percent_and_never_less_than_rules_alone(
+def test_the_cascade_labels_at_least_95_percent_and_never_less_than_rules_alone(
     name: str, shipped: dict[str, LearnedModel]
 ) -> None:
     rules, model = default_rules(), shipped["intent"]
@@ -149,7 +149,7 @@ def test_the_cascade_labels_at_least_92_percent_and_never_less_than_rules_alone(
         for r in labelled
     )
     assert by_cascade >= by_rules
-    assert by_cascade / len(labelled) >= 0.92
+    assert by_cascade / len(labelled) >= 0.95
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("querytype_*.jsonl")))

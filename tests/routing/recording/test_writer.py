@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -16,7 +18,7 @@ from backends.models import Backend
 from flywheel.cache import shared_cache
 from flywheel.env import as_cache
 from flywheel.models import Tenant
-from routing.models import RoutingDecision, Session, Turn
+from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 from routing.recording import answers, performance, store
 from routing.recording import writer as recording
 from routing.recording.answers import CachedAnswer, answer_recall
@@ -408,13 +410,15 @@ def test_beat_shares_performance_again_after_the_cache_lost_it(world: World) -> 
     recording.decisions_record([decision(tenant, attempts=attempts, intent="code-review")])
     shared_cache().clear()  # a Redis restart
     state.forget()
-    assert state.recent_performance([world.fw.pk], "code-review") == {}
+    assert state.published_evidence([world.fw.pk]) == {}
 
-    assert publish_performance() == {"published": 1}
+    assert publish_performance() == {"published": 1}  # one backend
 
     state.forget()
-    perf = state.recent_performance([world.fw.pk], "code-review")[world.fw.pk]
-    assert (perf.attempts, perf.success_rate, perf.avg_latency_ms) == (1, 0.0, 40.0)
+    evidence = state.published_evidence([world.fw.pk])[(world.fw.pk, "code-review")]
+    seen = evidence[world.fw_flow.pk]
+    assert (seen.answered, seen.failed) == (0.0, pytest.approx(1.0, rel=0.01))  # just now
+    assert seen.failed_seconds / seen.failed == pytest.approx(0.040)
 
 
 def test_a_cache_failure_after_the_commit_does_not_write_the_batch_again(
@@ -423,7 +427,7 @@ def test_a_cache_failure_after_the_commit_does_not_write_the_batch_again(
     def unreachable(*args: object) -> None:
         raise ConnectionError("cache down")
 
-    monkeypatch.setattr(store, "publish_performances", unreachable)
+    monkeypatch.setattr(store, "evidence_publish_soon", unreachable)
     tenant = Tenant.objects.get(slug="default")
     attempt = Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", True, 12.5)
     batch = [decision(tenant, uuid.uuid4(), answer="yes", attempts=(attempt,)) for _ in range(3)]
@@ -436,30 +440,42 @@ def test_a_cache_failure_after_the_commit_does_not_write_the_batch_again(
     assert "could not be shared" in caplog.text
 
 
-def test_beat_publishes_each_backend_and_intent_once_however_many_records(
+def test_beat_publishes_each_backend_once_however_many_records(
     world: World, django_assert_max_num_queries: Any
 ) -> None:
     from routing.models import PerformanceRecord
+    from routing.selection import state
     from routing.tasks import publish_performance
 
     PerformanceRecord.objects.bulk_create(
         PerformanceRecord(
             backend=world.fw,
+            flow=world.fw_flow,
             intent="code-review",
             latency_ms=10,
             success=True,
         )
         for _ in range(2_000)  # each its own created_at
     )
+    state.policy_values()  # the policy is cached: the reads below are the records'
 
-    with django_assert_max_num_queries(3):  # the pairs, then one read per pair
+    # The backends, the enabled intents, then one read for every backend + intent.
+    with django_assert_max_num_queries(3):
         assert publish_performance() == {"published": 1}
+
+    state.forget()
+    evidence = state.published_evidence([world.fw.pk])[(world.fw.pk, "code-review")]
+    policy = state.policy_values()
+    # The last N, each discounted by the newer ones (and by milliseconds of age).
+    weights = sum(0.5 ** (k / policy.half_life_attempts) for k in range(policy.performance_window))
+    assert evidence[world.fw_flow.pk].answered == pytest.approx(weights, rel=0.01)
 
 
 def test_performance_memory_holds_the_mean_tokens_of_the_attempts_that_reported_them(
     world: World,
 ) -> None:
     from routing.selection import state
+    from routing.selection.estimates import estimate
 
     tenant = Tenant.objects.get(slug="default")
 
@@ -475,34 +491,71 @@ def test_performance_memory_holds_the_mean_tokens_of_the_attempts_that_reported_
     recording.decisions_record(batch)
     state.forget()
 
-    perf = state.recent_performance([world.fw.pk], "code-review")[world.fw.pk]
-    assert (perf.attempts, perf.avg_tokens) == (3, 200.0)
+    evidence = state.published_evidence([world.fw.pk])[(world.fw.pk, "code-review")]
+    seen = evidence[world.fw_flow.pk]
+    half_life = state.policy_values().half_life_attempts
+    first, second = 0.5 ** (2 / half_life), 0.5 ** (1 / half_life)  # two, one newer attempts
+    assert seen.answered == pytest.approx(first + second + 1, rel=0.01)
+    # The mean of 100 and 300, the older weighing a little less.
+    mean = (100 * first + 300) / (first + 1)
+    assert estimate(seen, state.policy_values().prior).tokens == pytest.approx(mean, rel=0.01)
 
 
-def test_the_aggregates_a_batch_touched_are_read_in_one_statement(
+def test_the_evidence_a_batch_touched_is_read_in_one_statement(
     world: World, django_assert_num_queries: Any
 ) -> None:
     from routing.models import PerformanceRecord
 
-    for backend, intent, ok, ms in [
-        (world.fw, "code-review", True, 10.0),
-        (world.fw, "code-review", False, 30.0),
-        (world.lf, "code-review", True, 50.0),
-        (world.fw, "summarize", True, 70.0),
+    for backend, flow, intent, ok, ms in [
+        (world.fw, world.fw_flow, "code-review", True, 10.0),
+        (world.fw, world.fw_flow, "code-review", False, 30.0),
+        (world.lf, world.lf_flow, "code-review", True, 50.0),
+        (world.fw, world.fw_flow, "summarize", True, 70.0),
     ]:
-        PerformanceRecord.objects.create(backend=backend, intent=intent, latency_ms=ms, success=ok)
-    pairs = {(world.fw.pk, "code-review"), (world.lf.pk, "code-review"), (world.fw.pk, "summarize")}
-    recording.policy_values()  # the policy is cached: the one read below is the records'
+        PerformanceRecord.objects.create(
+            backend=backend, flow=flow, intent=intent, latency_ms=ms, success=ok
+        )
+    recording.policy_values()  # the policy is cached: the reads below are the records'
 
-    with django_assert_num_queries(1):
-        together = performance.performances_of(pairs, 10)
+    with django_assert_num_queries(2):  # the enabled intents, then every backend + intent
+        together = performance.evidence_of([world.fw.pk, world.lf.pk], 10)
 
     measured = {
-        pair: (perf.attempts, perf.success_rate, perf.avg_latency_ms)
-        for pair, perf in together.items()
+        (backend_id, intent, flow_id): (
+            round(e.answered),
+            round(e.failed),
+            round(math.exp(e.log_seconds / e.answered) * 1000),  # typical ms of the answers
+            round(e.failed_seconds / e.failed * 1000) if e.failed else None,
+        )
+        for backend_id, by_intent in together.items()
+        for intent, flows in by_intent.items()
+        for flow_id, e in flows.items()
     }
     assert measured == {
-        (world.fw.pk, "code-review"): (2, 0.5, 20.0),
-        (world.lf.pk, "code-review"): (1, 1.0, 50.0),
-        (world.fw.pk, "summarize"): (1, 1.0, 70.0),
+        (world.fw.pk, "code-review", world.fw_flow.pk): (1, 1, 10, 30),
+        (world.lf.pk, "code-review", world.lf_flow.pk): (1, 0, 50, None),
+        (world.fw.pk, "summarize", world.fw_flow.pk): (1, 0, 70, None),
     }
+
+
+def test_a_record_keeps_when_its_attempt_ended_not_when_it_was_written(world: World) -> None:
+    """Written 40 s late (a stalled writer, or a database whose clock runs ahead), a
+    record still says when its attempt ended: what this process saw itself and what the
+    evidence folded from the records hold line up (routing.selection.learning.Book)."""
+    tenant = Tenant.objects.get(slug="default")
+    ended = time.time() - 40
+    attempt = Attempt(world.fw.pk, "fw", world.fw_flow.pk, "review", True, 5.0, ended_at=ended)
+    unknown = Attempt(world.lf.pk, "lf", world.lf_flow.pk, "echo", False, 5.0, "Timeout")
+    attempts = (unknown, attempt)  # an attempt of an older spool has no end time
+    by_sql, by_orm = decision(tenant, attempts=attempts), decision(tenant, attempts=attempts)
+
+    _stored_both_ways(by_sql, by_orm)
+
+    for written in (by_sql, by_orm):
+        times = dict(
+            PerformanceRecord.objects.filter(decision__request_id=written.request_id).values_list(
+                "backend__name", "created_at"
+            )
+        )
+        assert times["fw"].timestamp() == pytest.approx(ended, abs=0.001)
+        assert times["lf"].timestamp() == pytest.approx(time.time(), abs=5)  # when written

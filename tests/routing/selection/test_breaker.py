@@ -1,4 +1,5 @@
-"""The traffic breaker: failing answers open a cooldown; one trial query closes it."""
+"""The traffic breaker: failing answers take a flow (for an intent) or a whole backend out of
+rotation for a cooldown; one trial query puts it back."""
 
 from __future__ import annotations
 
@@ -6,18 +7,23 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from backends.models import BackendHealth
+from backends.models import Backend, BackendHealth
 from backends.services import ahealth_check
+from chatflows.models import Flow
 from flywheel.cache import shared_cache
 from flywheel.models import Tenant
 from routing.answering.query_input import query_request
 from routing.answering.service import answer_question
-from routing.selection.breaker import MIN_ATTEMPTS, breaker_settle
-from routing.selection.state import routing_policy_get
+from routing.selection import planning
+from routing.selection.breaker import MIN_ATTEMPTS, breaker_settle, scope_key
+from routing.selection.estimates import estimate
+from routing.selection.scoring import BackendEntry, EstimateOf
+from routing.selection.state import SCOPES_KEY, RoutingState
 from tests.captured import response
 from tests.conftest import clear_own_cache_keys
 from tests.routing_world import World, refresh
@@ -27,14 +33,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 REVIEW = "Please review my pull request"
 
 
+def _the_prior_alone(state: RoutingState, backends: list[BackendEntry], intent: str) -> EstimateOf:
+    prior = estimate(None, state.policy.prior)
+    return lambda backend, flow: prior
+
+
 @pytest.fixture(autouse=True)
-def _ranked_by_match_alone(world: World) -> None:
-    """Routing's performance memory demotes a failing backend too (a batch of decisions
-    later); with its weight at 0 the breaker alone keeps a failing primary away."""
-    policy = routing_policy_get()
-    policy.weight_performance = 0
-    policy.save()
-    refresh()
+def _breaker_alone(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Routing's learned estimates demote a failing backend too (at its first failure);
+    with every flow judged by the prior alone, candidates tie and go in the order of
+    their weight, then name (the world does not explore): the breaker alone keeps a
+    failing fw away."""
+    monkeypatch.setattr(planning, "estimates_for", _the_prior_alone)
 
 
 def ask(tenant: Tenant, **fields: Any) -> dict[str, Any]:
@@ -62,17 +72,31 @@ def taking_turns(first: Tenant, second: Tenant, queries: int) -> list[Tenant]:
     return [(first, second)[n % 2] for n in range(queries)]
 
 
+def refuse(route: Any) -> None:
+    """Nobody answers at the backend's address: the connection is refused."""
+    route.mock(side_effect=httpx.ConnectError("refused"))
+
+
 def tripped(world: World, tenant: Tenant, other: Tenant) -> None:
-    """fw fails for both tenants until its breaker opens."""
-    world.fail(world.fw_route)
+    """fw refuses the connections of both tenants until its breaker opens."""
+    refuse(world.fw_route)
     for each in taking_turns(tenant, other, MIN_ATTEMPTS):
         answered_by(each)
 
 
-def test_failing_answers_put_a_backend_in_cooldown_without_waiting_for_a_probe(
+def open_scopes() -> dict[str, dict[str, Any]]:
+    """The flow scopes out of rotation, "backend:flow:intent" -> {"until", "reason"}."""
+    return dict(shared_cache().get(SCOPES_KEY) or {})
+
+
+def scope_of(backend: Backend, flow: Flow, intent: str = "code-review") -> str:
+    return scope_key((backend.pk, flow.pk, intent))
+
+
+def test_refused_connections_put_a_backend_in_cooldown_without_waiting_for_a_probe(
     world: World, tenant: Tenant, other: Tenant, caplog: pytest.LogCaptureFixture
 ) -> None:
-    world.fail(world.fw_route)  # its health endpoint would still say "up"
+    refuse(world.fw_route)  # down since the last probe, which said "up"
 
     served = [answered_by(each) for each in taking_turns(tenant, other, MIN_ATTEMPTS + 10)]
 
@@ -82,8 +106,107 @@ def test_failing_answers_put_a_backend_in_cooldown_without_waiting_for_a_probe(
     assert health.cooldown_until is not None
     assert health.cooldown_until > timezone.now()
     assert health.needs_trial
-    assert "5 of its last 5 answers failed" in health.last_error
+    assert "5 of its last 5 answers failed (ConnectionError)" in health.last_error
     assert "Backend fw is in cooldown" in caplog.text
+    assert open_scopes() == {}  # the backend, not one of its flows
+
+
+def test_failures_of_one_flow_for_one_intent_take_only_that_flow_out_of_rotation(
+    world: World, tenant: Tenant, other: Tenant, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reviewer fails code reviews (500s): fw keeps serving code reviews with its
+    other flow, and other intents with the reviewer."""
+    Flow.objects.create(
+        backend=world.fw,
+        external_id="spare-reviewer",
+        name="spare",
+        deployed=True,
+        intent_keywords=["code-review"],  # a weaker match than the reviewer's
+    )
+    world.fw_flow.intent_keywords = [*world.fw_flow.intent_keywords, "technical-analysis"]
+    world.fw_flow.save()
+    refresh()
+    reviewer_fails = {"on": True}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if reviewer_fails["on"] and world.fw_flow.external_id in str(request.url):
+            return world_error()
+        return response("flowise", "prediction_agentflow")
+
+    world.fw_route.mock(side_effect=answer)
+
+    served = [answered_by(each) for each in taking_turns(tenant, other, MIN_ATTEMPTS)]
+
+    assert set(served) == {"lf"}  # the reviewer failed each, lf answered
+    assert list(open_scopes()) == [scope_of(world.fw, world.fw_flow)]
+    reason = open_scopes()[scope_of(world.fw, world.fw_flow)]["reason"]
+    assert "5 of its last 5 code-review answers failed (UnexpectedError)" in reason
+    assert "fw / reviewer for code-review is out of rotation" in caplog.text
+    health = health_of(world)
+    assert (health.cooldown_until, health.needs_trial) == (None, False)  # fw is not benched
+    body = ask(tenant, question=REVIEW, backend="fw")  # fw still serves code reviews
+    assert (body["routing"]["backend"], body["routing"]["flow"]) == ("fw", "spare")
+    reviewer_fails["on"] = False
+    other_intent = ask(tenant, question=REVIEW, intent="technical-analysis")
+    assert (other_intent["routing"]["backend"], other_intent["routing"]["flow"]) == (
+        "fw",
+        "reviewer",
+    )
+
+
+def test_failures_of_every_flow_tried_put_the_whole_backend_in_cooldown(
+    world: World, tenant: Tenant, other: Tenant
+) -> None:
+    """fw fails (500s) with both its flows, each for its own intent: too few for either
+    flow's breaker, but together the failures are the backend's."""
+    Flow.objects.create(
+        backend=world.fw,
+        external_id="analyst",
+        name="analyst",
+        deployed=True,
+        intent_keywords=["technical-analysis"],
+    )
+    refresh()
+    world.fail(world.fw_route)
+
+    for n, each in enumerate(taking_turns(tenant, other, MIN_ATTEMPTS)):
+        intent = ("code-review", "technical-analysis")[n % 2]
+        body = ask(each, question=REVIEW, intent=intent)
+        breaker_settle()
+        assert body["routing"]["backend"] == "lf"  # by its echo, or its generic flow
+
+    health = health_of(world)
+    assert health.needs_trial
+    assert health.cooldown_until is not None
+    assert "5 of its last 5 answers failed (UnexpectedError)" in health.last_error
+    assert open_scopes() == {}
+    calls = world.fw_route.call_count
+    assert answered_by(tenant) == "lf"
+    assert world.fw_route.call_count == calls  # in cooldown, for every flow
+
+
+def test_a_flow_answering_its_trial_after_the_cooldown_goes_back_in_rotation(
+    world: World, tenant: Tenant, other: Tenant
+) -> None:
+    world.fail(world.fw_route)  # a 500 from the reviewer: its flow scope opens
+    for each in taking_turns(tenant, other, MIN_ATTEMPTS):
+        answered_by(each)
+    key = scope_of(world.fw, world.fw_flow)
+    scopes = open_scopes()
+    assert list(scopes) == [key]
+    assert answered_by(tenant) == "lf"  # in its cooldown, passed by
+    calls = world.fw_route.call_count
+    scopes[key]["until"] = (timezone.now() - timedelta(seconds=1)).timestamp()
+    shared_cache().set(SCOPES_KEY, scopes)  # the cooldown passes
+    refresh()
+    world.fw_route.mock(return_value=response("flowise", "prediction_agentflow"))
+
+    assert answered_by(tenant) == "fw"  # the trial: it answered
+
+    assert world.fw_route.call_count == calls + 1
+    assert open_scopes() == {}
+    refresh()
+    assert answered_by(other) == "fw"  # back in rotation
 
 
 def test_a_backend_failing_a_third_of_its_answers_keeps_its_breaker_closed(
@@ -105,12 +228,12 @@ def world_error() -> Any:
 
 
 def _cooldown_passes(world: World) -> None:
-    """What the cooldown's minute does: it ends, and the failures that opened it are
-    older than routing's performance memory keeps (performance_max_age_seconds)."""
+    """What the cooldown's minute does: it ends, and what routing learned of the
+    failures that opened it has faded (two half-lives: the cache emptied)."""
     BackendHealth.objects.filter(backend=world.fw).update(
         cooldown_until=timezone.now() - timedelta(seconds=1)
     )
-    clear_own_cache_keys(shared_cache().inner)  # the aggregates aged out
+    clear_own_cache_keys(shared_cache().inner)
     refresh()
 
 
@@ -149,7 +272,7 @@ def test_a_failed_trial_opens_the_breaker_for_another_cooldown(
     tripped(world, tenant, other)
     _cooldown_passes(world)
 
-    assert answered_by(tenant) == "lf"  # the trial went to fw, failed, and fell back
+    assert answered_by(tenant) == "lf"  # the trial went to fw, was refused, and fell back
 
     health = health_of(world)
     assert health.needs_trial
@@ -246,32 +369,37 @@ def test_one_tenants_failures_do_not_open_a_shared_backend_for_the_others(
     assert set(served) == {"lf"}
     assert world.fw_route.call_count == MIN_ATTEMPTS + 5
     assert health_of(world).cooldown_until is None
+    assert open_scopes() == {}  # nor its flow
     assert answered_by(other) == "fw"
 
 
-def test_a_second_tenant_failing_too_opens_the_shared_backend(
+def test_a_second_tenant_failing_too_opens_the_shared_backends_flow(
     world: World, tenant: Tenant, other: Tenant
 ) -> None:
     fails_on_poison(world, world_error)
     for _ in range(MIN_ATTEMPTS):
         poisoned_by(tenant)
-    assert health_of(world).cooldown_until is None
+    assert open_scopes() == {}
 
     world.fail(world.fw_route)  # now it fails for everyone
     assert answered_by(other) == "lf"
 
-    health = health_of(world)
-    assert health.needs_trial
-    assert health.cooldown_until is not None
-    assert "6 of its last 6 answers failed" in health.last_error
+    scopes = open_scopes()
+    assert list(scopes) == [scope_of(world.fw, world.fw_flow)]
+    assert (
+        "6 of its last 6 code-review answers failed"
+        in scopes[scope_of(world.fw, world.fw_flow)]["reason"]
+    )
+    assert answered_by(tenant) == "lf"  # out of rotation for both
+    assert health_of(world).cooldown_until is None  # one flow's failures: fw is not benched
 
 
 def test_a_failing_probe_backs_one_tenants_failures(
     world: World, tenant: Tenant, other: Tenant
 ) -> None:
-    policy = routing_policy_get()
-    policy.weight_health = 0  # fw, unhealthy by its probe, still ranks first
-    policy.save()
+    # lf serves code reviews only with its generic flow: fw, unhealthy by its probe,
+    # still comes first (a flow made for the intent before a generic one).
+    Flow.objects.filter(pk=world.lf_flow.pk).update(intent_keywords=["summarize"])
     world.router.get("http://fw.test/api/v1/ping").mock(return_value=world_error())
     async_to_sync(ahealth_check)(world.fw)  # what beat does every 30 s
     refresh()
@@ -281,20 +409,22 @@ def test_a_failing_probe_backs_one_tenants_failures(
     for _ in range(MIN_ATTEMPTS):
         poisoned_by(tenant)
 
-    assert health_of(world).needs_trial
+    assert list(open_scopes()) == [scope_of(world.fw, world.fw_flow)]
     assert answered_by(other) == "lf"
 
 
 def test_a_tenants_own_backend_opens_on_its_own_failures(world: World, tenant: Tenant) -> None:
-    from backends.models import Backend
-    from chatflows.models import Flow
-
     mine = Backend.objects.create(
-        name="mine", kind="flowise", base_url="http://mine.test", api_key="k", tenant=tenant
+        name="mine",
+        kind="flowise",
+        base_url="http://mine.test",
+        api_key="k",
+        tenant=tenant,
+        weight=2.0,  # the heavier: first of equals
     )
     BackendHealth.objects.create(backend=mine, healthy=True)
     keywords = ["code-review", "pull request", *(f"review {n}" for n in range(8))]
-    Flow.objects.create(
+    flow = Flow.objects.create(
         backend=mine, external_id="mine-1", name="mine", deployed=True, intent_keywords=keywords
     )
     route = world.router.post(url__regex=r"http://mine\.test/api/v1/prediction/.*")
@@ -305,9 +435,9 @@ def test_a_tenants_own_backend_opens_on_its_own_failures(world: World, tenant: T
 
     assert set(served) == {"fw"}  # its own backend first, then the shared fallback
     assert route.call_count == MIN_ATTEMPTS  # then it was left alone
-    health = BackendHealth.objects.get(backend=mine)
-    assert health.needs_trial
-    assert "5 of its last 5 answers failed" in health.last_error
+    scopes = open_scopes()
+    assert list(scopes) == [scope_of(mine, flow)]
+    assert "5 of its last 5 code-review answers failed" in scopes[scope_of(mine, flow)]["reason"]
 
 
 def half_open(world: World) -> bool:
@@ -336,3 +466,65 @@ def test_a_trial_refused_for_what_the_caller_sent_decides_nothing(
     assert answered_by(other) == "fw"  # the next query took the trial, and closed it
     health = health_of(world)
     assert (health.needs_trial, health.cooldown_until) == (False, None)
+
+
+def test_scopes_opened_at_once_by_many_threads_are_all_kept(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each opening reads, changes and writes back the one key of open scopes: without
+    its lock, two at once lose one of them (seen with two processes)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from django.db import connections
+
+    from routing.selection import breaker
+    from routing.selection.breaker import Change, breaker_apply
+
+    # The policy read once here: sixteen threads reading it at once would grow the
+    # database pool this test process shares with the tests after it.
+    policy = breaker.health_policy()
+    monkeypatch.setattr(breaker, "health_policy", lambda: policy)
+
+    scopes = [(world.fw.pk, 1000 + n, "code-review") for n in range(16)]
+    start = Barrier(len(scopes))
+
+    def open_one(scope: tuple[int, int, str]) -> None:
+        try:
+            start.wait()
+            breaker_apply([Change(scope, f"fw / flow {scope[1]}", opened=True, reason="test")])
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(len(scopes)) as pool:
+        list(pool.map(open_one, scopes))
+
+    assert set(open_scopes()) == {scope_key(s) for s in scopes}
+
+
+def test_a_backend_that_still_answers_one_of_its_flows_is_not_opened_whole() -> None:
+    """After a swap, a backend fails every document question and two general questions
+    in three: both flows fail at least half, but its general flow still answers, so the
+    backend itself is up. Only the failing flow's scope opens; the backend keeps the
+    intents it never fails (it was benched from them for 120 s in the simulator)."""
+    from routing.selection.attempt import Attempt
+    from routing.selection.breaker import Windows
+
+    windows = Windows()
+    changes = []
+    for n in range(10):
+        documents = n % 2 == 0
+        ok = not documents and n % 3 == 0  # general: answers n = 3, 9
+        attempt = Attempt(1, "b1", 11 if documents else 12, "f", ok, 50.0,
+                          "" if ok else "UnexpectedError")  # fmt: skip
+        change = windows.note(
+            attempt,
+            "document-qa" if documents else "general",
+            tenant_id=1,
+            shared=False,
+            probe_failed=False,
+            on_trial=lambda scope: False,
+        )
+        if change is not None:
+            changes.append(change.scope)
+    assert changes == [(1, 11, "document-qa")]  # never (1,): the backend

@@ -1,27 +1,42 @@
-"""A share of questions keeps every healthy backend measured, so a healed one comes back."""
+"""Exploration keeps every healthy backend measured, so a healed one comes back.
+
+With the policy's ``exploration`` (0.5 by default; 0 in the test world), a real
+question's first candidate is drawn from what routing believes of each (Thompson
+sampling): a backend demoted by its failures keeps being tried now and then while
+routing is unsure of it, more so as its failures fade. A dry run shows routing's
+preference as it stands.
+"""
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db.models import Q
 from django.utils import timezone
 
 from flywheel.models import Tenant
 from routing.answering.query_input import query_request
 from routing.answering.service import answer_question, route_question
-from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy
-from routing.recording.performance import performance_of
+from routing.models import PerformanceRecord, RoutingDecision
+from routing.recording.performance import evidence_publish
 from routing.recording.writer import drain
-from routing.selection.state import publish_performance, routing_policy_get
+from routing.selection import learning, planning
+from routing.selection.state import policy_values, routing_policy_get
 from tests.captured import response
 from tests.routing_world import World, refresh
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REVIEW = "Please review my pull request"
+
+
+@pytest.fixture(autouse=True)
+def _reproducible_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planning, "_draws", random.Random(2026))  # noqa: S311 - a test's draws
 
 
 def ask(tenant: Tenant) -> dict[str, Any]:
@@ -31,54 +46,75 @@ def ask(tenant: Tenant) -> dict[str, Any]:
         drain()
 
 
+def standing(tenant: Tenant) -> dict[str, dict[str, Any]]:
+    """Each backend's candidate in a dry run, by name."""
+    planned = async_to_sync(route_question)(query_request({"question": REVIEW}), tenant=tenant)
+    return {c["backend"]: c for c in planned["candidates"]}
+
+
+def exploring(on: bool) -> None:
+    policy = routing_policy_get()
+    policy.exploration = 0.5 if on else 0.0
+    policy.save()
+    refresh()
+
+
 def demoted_then_healed(world: World, tenant: Tenant) -> None:
-    """fw fails (lf answers and is measured well), heals, and a minute passes: its
-    failures are older than routing's performance memory keeps."""
+    """fw fails (lf answers and is measured well), heals, and two minutes pass: four
+    half-lives, so its failures count for a sixteenth of what they did."""
     world.fail(world.fw_route)
     for _ in range(3):
         assert ask(tenant)["routing"]["backend"] == "lf"
+    assert world.fw_route.call_count == 1  # demoted at its first failure
     world.fw_route.mock(return_value=response("flowise", "prediction_agentflow"))
     PerformanceRecord.objects.filter(backend=world.fw).update(
         created_at=timezone.now() - timedelta(minutes=2)
     )
-    publish_performance(world.fw.pk, "code-review", performance_of(world.fw.pk, "code-review", 10))
+    learning.book.forget()  # this process's own attempts: as old as the records now
+    evidence_publish([world.fw.pk, world.lf.pk], policy_values().performance_window)
 
 
 def test_a_healed_backend_demoted_by_its_failures_wins_its_traffic_back(
     world: World, tenant: Tenant
 ) -> None:
     demoted_then_healed(world, tenant)
+    exploring(True)
+    before = standing(tenant)["fw"]
 
     served = [ask(tenant)["routing"]["backend"] for _ in range(30)]
 
-    back = served.index("fw")  # one question in twenty (exploration_share 0.05) measures it
+    back = served.index("fw")  # tried once more (it was failing), or drawn: unsure of it
     assert back < 20
     assert served[:back] == ["lf"] * back
-    assert served[back:] == ["fw"] * (30 - back)  # measured healthy and fast: first again
-    explored = RoutingDecision.objects.filter(evidence__explored="fw")
-    assert explored.count() == 1
+    again = RoutingDecision.objects.filter(Q(evidence__explored="fw") | Q(evidence__retried="fw"))
+    assert again.exists()
+    after = standing(tenant)["fw"]  # measured healthy again: believed to answer
+    assert after["success"] > before["success"]
+    assert after["attempts"] > before["attempts"]
 
 
-def test_no_exploration_with_a_share_of_zero(world: World, tenant: Tenant) -> None:
-    policy = routing_policy_get()
-    policy.exploration_share = 0
-    policy.save()
-    refresh()
+def test_no_exploration_with_explore_off(world: World, tenant: Tenant) -> None:
+    exploring(False)
     demoted_then_healed(world, tenant)
 
     served = [ask(tenant)["routing"]["backend"] for _ in range(30)]
 
-    assert set(served) == {"lf"}
+    # The best estimate, always: fw is neither drawn nor retried. (Its flow's breaker,
+    # opened by the failures, may still spend its one trial on it once the cooldown
+    # has passed, as on a slow machine; answered, fw may then rank first on its own
+    # estimate. That is the breaker, not exploration.)
+    assert served[0] == "lf"
+    assert not RoutingDecision.objects.filter(evidence__has_key="explored").exists()
+    assert not RoutingDecision.objects.filter(evidence__has_key="retried").exists()
 
 
 def test_a_dry_run_shows_routing_preference_without_exploring(world: World, tenant: Tenant) -> None:
     demoted_then_healed(world, tenant)
-    RoutingPolicy.objects.update(exploration_share=1.0)
-    policy = routing_policy_get()
-    policy.save()
-    refresh()
+    exploring(True)
 
-    planned = async_to_sync(route_question)(query_request({"question": REVIEW}), tenant=tenant)
+    for _ in range(20):
+        planned = async_to_sync(route_question)(query_request({"question": REVIEW}), tenant=tenant)
+        assert [c["backend"] for c in planned["candidates"]] == ["lf", "fw"]
 
-    assert [c["backend"] for c in planned["candidates"]] == ["lf", "fw"]
-    assert ask(tenant)["routing"]["backend"] == "fw"  # a real question explores at once
+    served = [ask(tenant)["routing"]["backend"] for _ in range(20)]
+    assert "fw" in served  # a real question explores
