@@ -17,7 +17,7 @@ from flywheel.errors import NotFoundError
 from flywheel.models import Tenant
 from routing.answering.sessions import session_key
 from routing.models import RoutingDecision
-from routing.recording.writer import reads_own_writes
+from routing.recording.own_writes import reads_own_writes
 
 
 @reads_own_writes

@@ -16,7 +16,7 @@ from flywheel.errors import NotFoundError
 from routing.answering.query import trace_path
 from routing.answering.sessions import session_key
 from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session
-from routing.recording.writer import reads_own_writes
+from routing.recording.own_writes import reads_own_writes
 from routing.selection.words import why
 
 

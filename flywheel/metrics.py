@@ -70,12 +70,21 @@ WRITER_BACKLOG = Gauge(
     "Decisions answered but not yet written to the database, summed over processes.",
     multiprocess_mode="livesum",
 )
+SPOOL_REFUSED = Counter(
+    "flywheel_spool_refused_total",
+    "Decisions the spool could not take (a full or read-only disk), by what became of "
+    "them: stored_now (written to the database before the answer), queued (kept in "
+    "memory until written), refused (the question was answered 503).",
+    ["fate"],
+)
 RATE_LIMITED = Counter(
     "flywheel_rate_limited_total", "Requests refused by a rate limit, by limit.", ["limit"]
 )
 # Series whose labels are known before the first event show from the start, at 0.
 for _limit in ("key", "auth-failures"):
     RATE_LIMITED.labels(_limit)
+for _fate in ("stored_now", "queued", "refused"):
+    SPOOL_REFUSED.labels(_fate)
 
 logger = logging.getLogger(__name__)
 

@@ -260,6 +260,9 @@ MAX_STORED_ANSWER_CHARS = read("FLYWHEEL_MAX_STORED_ANSWER_CHARS", as_positive_i
 HISTORY_BUDGET_CHARS = read("FLYWHEEL_HISTORY_BUDGET_CHARS", as_positive_int, 32_000)
 # A decision spool segment is closed past this many bytes (or 1,000 decisions).
 SPOOL_SEGMENT_BYTES = read("FLYWHEEL_SPOOL_SEGMENT_BYTES", as_positive_int, 64 * 1024 * 1024)
+# When neither the spool nor the database can keep an answer's decision, the question is
+# refused (503); on, it is answered and its decision waits in memory for the database.
+ANSWER_UNRECORDED = read("FLYWHEEL_ANSWER_UNRECORDED", as_bool, False)
 # Discovery asks for at most this many pages of 100 flows, and takes at most this many
 # flows in all; past either it fails, naming the backend and the limit.
 DISCOVERY_MAX_PAGES = read("FLYWHEEL_DISCOVERY_MAX_PAGES", as_positive_int, 100)

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +21,7 @@ from backends.adapters.base import ExecutionResult
 from flywheel.errors import (
     DATABASE_UNAVAILABLE,
     ApplicationError,
+    UnavailableError,
     database_unavailable,
     internal_error_body,
 )
@@ -31,7 +33,7 @@ from routing.answering.sessions import (
 from routing.errors import AllBackendsFailedError
 from routing.recording.answers import CachedAnswer, answer_recall
 from routing.recording.decision import DecisionData
-from routing.recording.writer import record_later
+from routing.recording.writer import record_kept, record_later
 from routing.selection.attempt import Attempt
 from routing.selection.breaker import breaker_apply_later, breaker_note
 from routing.selection.scoring import Candidate
@@ -44,8 +46,20 @@ async def record(
     query: Query, data: DecisionData, state: RoutingState, answer: CachedAnswer | None = None
 ) -> None:
     """Write the rows (and cache the answer) behind the answer; remember the turn for
-    the conversation before the answer goes out."""
-    record_later(data, performance_window=state.policy.performance_window, answer=answer)
+    the conversation before the answer goes out. An answer's decision is kept before it
+    goes out (record_kept: it raises UnavailableError if it cannot be); a decision
+    without an answer is written behind the error it ends with."""
+    window = state.policy.performance_window
+    if data.answer is None:
+        record_later(data, performance_window=window, answer=answer)
+    else:
+        try:
+            await record_kept(data, performance_window=window, answer=answer)
+        except UnavailableError as err:  # refused: the decision says so once it can be written
+            refused = replace(data, outcome="failed", answer=None, error_type=err.type)
+            record_later(replace(refused, error_message=err.message), performance_window=window)
+            query.recorded = True
+            raise
     query.recorded = True
     if data.answer is not None and query.session_id is not None:
         await session_remember(

@@ -36,7 +36,7 @@ from routing.answering.sessions import (
 from routing.classification import llm
 from routing.classification.query_type import QueryTypeDecision
 from routing.errors import BackendUnavailableError
-from routing.recording.writer import session_settled
+from routing.recording.own_writes import session_settled
 from routing.selection.breaker import trial_claim
 from routing.selection.planning import FlowNotRoutable, Plan, plan, plan_flow
 from routing.selection.scoring import Candidate, Trial

@@ -22,7 +22,7 @@ from flywheel.contract import FROM_DIGITS, Contract, Says, validated
 from flywheel.errors import NotFoundError, ValidationError
 from routing.answering.query_input import SESSION_ID_RULE
 from routing.models import Session, Turn
-from routing.recording.writer import reads_own_writes
+from routing.recording.own_writes import reads_own_writes
 
 RECENT_TURNS = 5
 MAX_SESSIONS_LISTED = 500

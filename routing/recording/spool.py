@@ -16,6 +16,14 @@ another process knows a segment is an orphan. A write() reaches the page
 cache at once, so a killed process loses nothing; each segment is fsynced
 every SYNC_SECONDS, so a machine crash loses at most the last second.
 
+Each line is framed: the CRC-32 of its JSON in eight hex digits, a space, then
+the JSON. A write that ends short (a full disk) is completed or cut back to the
+line before it, and if it can be neither, the next line starts on a line of its
+own; so a torn line is detected on replay and skipped, and the lines after it
+survive. A segment is deleted as soon as everything in it is committed (the one
+being written once it is ROTATE_SECONDS old), so committed decisions do not
+hold the disk.
+
 Segments live in a directory per database (one spool must not replay into
 another database), under FLYWHEEL_SPOOL_DIR (default: var/spool). A decision
 the database refuses as data (not as an outage) is set aside in
@@ -26,6 +34,7 @@ forever.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -35,6 +44,7 @@ import re
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,16 +62,29 @@ REJECTED = "rejected.jsonl"
 
 
 def encode(data: DecisionData) -> bytes:
-    """One line of JSON (flywheel.jsonout: a lone surrogate in an answer survives as an
-    escape; no newline inside, as JSON escapes them)."""
+    """One framed line: the CRC-32 of the JSON, then the JSON (flywheel.jsonout: a lone
+    surrogate in an answer survives as an escape; no newline inside, as JSON escapes
+    them)."""
     values = dict(vars(data))  # shallow: the encoder walks the rest (asdict's copy costs 4x)
     values["attempts"] = [vars(a) for a in data.attempts]
-    return dumps(values, default=str) + b"\n"
+    body = dumps(values, default=str)
+    return b"%08x %s\n" % (zlib.crc32(body), body)
+
+
+def unframed(line: bytes) -> bytes:
+    """The JSON of a framed line; ValueError if the line is torn or not one of ours. A
+    line of bare JSON (written before lines were framed) is taken as it is."""
+    line = line.rstrip(b"\n")
+    if line.startswith(b"{"):
+        return line
+    crc, _, body = line.partition(b" ")
+    if len(crc) != 8 or not body or int(crc, 16) != zlib.crc32(body):
+        raise ValueError("a torn or damaged line (its checksum does not match)")
+    return body
 
 
 def decode(line: bytes) -> DecisionData:
-
-    values: dict[str, Any] = json.loads(line)
+    values: dict[str, Any] = json.loads(unframed(line))
     values["request_id"] = uuid.UUID(values["request_id"])
     if values["session_id"] is not None:
         values["session_id"] = uuid.UUID(values["session_id"])
@@ -76,9 +99,11 @@ class Segment:
         self.path = path
         self.fd = fd
         self.appended = 0
-        self.bytes = 0
+        self.bytes = 0  # what its complete lines hold: a write that failed is cut back to it
         self.settled = 0
         self.dirty = False
+        self.torn = False  # a failed write left part of a line that could not be cut
+        self.opened = time.monotonic()
 
     @property
     def done(self) -> bool:
@@ -96,8 +121,28 @@ def _open_locked(directory: Path) -> Segment:
     return Segment(path, fd)
 
 
+def _write_all(fd: int, line: bytes) -> None:
+    """Write all of ``line``: a write may take only part of it (a disk filling up)."""
+    view = memoryview(line)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, "the spool's disk took nothing")
+        view = view[written:]
+
+
+def _cut_back(segment: Segment) -> None:
+    """Take back what a failed write left of its line; if that fails too, the next line
+    starts on a line of its own (the torn one is then skipped on replay)."""
+    try:
+        os.ftruncate(segment.fd, segment.bytes)
+    except OSError:
+        segment.torn = True
+
+
 def _lines(path: Path) -> Iterator[DecisionData]:
-    """The decisions in a segment; a torn last line (a machine crash mid-write) is skipped."""
+    """The decisions in a segment; a torn line (a machine crash or a full disk mid-write)
+    is skipped, and the lines after it are read."""
     with path.open("rb") as file:
         for number, line in enumerate(file, start=1):
             try:
@@ -109,7 +154,8 @@ def _lines(path: Path) -> Iterator[DecisionData]:
 class Spool:
     """Append decisions, settle them once committed, replay what dead processes left."""
 
-    ROTATE_ENTRIES = 1000  # a segment fully committed past this many entries is deleted
+    ROTATE_ENTRIES = 1000  # a segment is closed past this many entries
+    ROTATE_SECONDS = 1.0  # ... and, once all it holds is committed, past this age
     # ... or past this many bytes (FLYWHEEL_SPOOL_SEGMENT_BYTES): a file is deleted only
     # whole, so one holding large decisions would otherwise grow with every entry.
     SYNC_SECONDS = 1.0
@@ -125,12 +171,21 @@ class Spool:
 
     # --- this process's segments ----------------------------------------------
     def append(self, data: DecisionData) -> Segment:
-        """Write ``data`` to this process's segment (one write call); return the segment,
-        to be settled once the decision is committed."""
+        """Write ``data`` to this process's segment, whole; return the segment, to be
+        settled once the decision is committed. Raises OSError when the line could not
+        be written whole (a full or read-only disk): then none of it counts."""
         line = encode(data)
         with self._lock:
             segment = self._segment()
-            os.write(segment.fd, line)
+            if segment.torn:  # what a failed write left ends here, on a line of its own
+                line = b"\n" + line
+                segment.bytes = os.fstat(segment.fd).st_size  # the torn part stays before it
+            try:
+                _write_all(segment.fd, line)
+            except OSError:
+                _cut_back(segment)
+                raise
+            segment.torn = False
             segment.appended += 1
             segment.bytes += len(line)
             segment.dirty = True
@@ -151,8 +206,17 @@ class Spool:
         """``count`` decisions of ``segment`` are committed (or set aside as rejected)."""
         with self._lock:
             segment.settled += count
-            if segment.done and segment is not self._current and segment.path in self._open:
-                self._remove(segment)
+            if segment.done and segment.path in self._open:
+                self._retire(segment)
+
+    def _retire(self, segment: Segment) -> None:
+        """Delete a committed segment: at once, or the one being written once it is
+        ROTATE_SECONDS old (sooner would open a file per decision when they come slowly)."""
+        if segment is self._current:
+            if time.monotonic() - segment.opened < self.ROTATE_SECONDS:
+                return
+            self._current = None
+        self._remove(segment)
 
     def _remove(self, segment: Segment) -> None:
         del self._open[segment.path]
@@ -160,8 +224,12 @@ class Spool:
         os.close(segment.fd)
 
     def sync(self) -> None:
-        """fsync the segments written to since the last call."""
+        """fsync the segments written to since the last call; delete the one being written
+        if it is committed and old enough (see _retire)."""
         with self._lock:
+            current = self._current
+            if current is not None and current.done:
+                self._retire(current)
             dirty = [s for s in self._open.values() if s.dirty]
             for segment in dirty:
                 segment.dirty = False
@@ -186,7 +254,8 @@ class Spool:
     def reject(self, data: DecisionData, error: BaseException) -> None:
         """Set ``data`` aside: the database refused it as data, not as an outage. If the
         spool cannot be written either, say so in the log (never raises)."""
-        entry = {"error": f"{type(error).__name__}: {error}", "decision": json.loads(encode(data))}
+        decision = json.loads(unframed(encode(data)))
+        entry = {"error": f"{type(error).__name__}: {error}", "decision": decision}
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with (self.directory / REJECTED).open("a", encoding="ascii") as file:
@@ -236,6 +305,38 @@ class Spool:
             return count
         finally:
             os.close(fd)
+
+
+class SpoolOutage:
+    """Says once that the spool refuses writes, and once that it takes them again: a
+    full disk must not write a log line per decision."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.failing = False
+        self.refusals = 0
+
+    def refused(self, err: OSError) -> None:
+        with self._lock:
+            self.refusals += 1
+            if self.failing:
+                return
+            self.failing = True
+        logger.error(
+            "The decision spool refuses writes (%s); until it takes them again, answers "
+            "are recorded in the database before they go out.",
+            err,
+        )
+
+    def took(self) -> None:
+        if not self.failing:  # the usual case, without the lock
+            return
+        with self._lock:
+            refusals, self.failing, self.refusals = self.refusals, False, 0
+        logger.warning("The decision spool takes writes again (%d refused meanwhile).", refusals)
+
+
+spool_outage = SpoolOutage()
 
 
 def spool_directory(base: Path, database: dict[str, Any]) -> Path:

@@ -16,32 +16,29 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
-import functools
 import logging
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, TypeVar
 
 from django.conf import settings
 from django.db import connection, connections
 
-from flywheel.metrics import WRITER_BACKLOG
+from flywheel.errors import DATABASE_RETRY_SECONDS, UnavailableError
+from flywheel.metrics import SPOOL_REFUSED, WRITER_BACKLOG
 from routing.recording.answers import CachedAnswer, answers_remember
 from routing.recording.decision import DecisionData
-from routing.recording.spool import Segment, Spool, spool_directory
+from routing.recording.spool import Segment, Spool, spool_directory, spool_outage
 from routing.recording.store import DATABASE_DOWN, database_down, decisions_record
 from routing.recording.tally import count
 from routing.selection.state import (
     policy_values,
 )
 
-P = ParamSpec("P")
-R = TypeVar("R")
 logger = logging.getLogger(__name__)
 
 
@@ -150,14 +147,27 @@ class _Writer:
             self._started = True
 
     def submit(
-        self, data: DecisionData, performance_window: int, answer: CachedAnswer | None
-    ) -> None:
+        self,
+        data: DecisionData,
+        performance_window: int,
+        answer: CachedAnswer | None,
+        *,
+        spooled_only: bool = False,
+    ) -> bool:
+        """Spool ``data`` and queue it to be written; False if the spool refused it (a
+        full or read-only disk) and ``spooled_only``. Without ``spooled_only``, what the
+        spool refuses is queued all the same, kept in memory only."""
         self._start()
         try:
             segment: Segment | None = self.spool.append(data)  # durable against a kill now
-        except OSError as err:  # a full or read-only disk: the write goes on, undurably
+        except OSError as err:
+            spool_outage.refused(err)
+            if spooled_only:
+                return False
+            SPOOL_REFUSED.labels("queued").inc()
             segment = None
-            logger.error("Decision %s could not be spooled: %s", data.request_id, err)
+        else:
+            spool_outage.took()
         session_id = data.session_id
         with self._lock:
             self._pending[session_id] = self._pending.get(session_id, 0) + 1
@@ -165,6 +175,20 @@ class _Writer:
         self._lanes[hash(session_id) % self.THREADS].add(
             _Job(data, performance_window, answer, segment), self.BATCH
         )
+        return True
+
+    def store_now(
+        self, data: DecisionData, performance_window: int, answer: CachedAnswer | None
+    ) -> None:
+        """Write ``data`` in this thread, now: the spool refused it. Raises what
+        database_down() calls down (nothing is then written)."""
+        if answer is not None:
+            self._remember([answer])
+        try:
+            _store([data], performance_window, self.spool)
+        finally:
+            connections.close_all()
+        count([data])
 
     def hurry(self, session_id: uuid.UUID | None = None) -> None:
         """Write what has been gathered now: of one session's thread, or of every thread."""
@@ -308,39 +332,43 @@ def record_later(
     data: DecisionData, *, performance_window: int, answer: CachedAnswer | None = None
 ) -> None:
     """Write the decision (and cache the answer) behind the answer; this completes
-    even if the caller has gone."""
+    even if the caller has gone. If the spool refuses it, it waits in memory."""
     _writer.submit(data, performance_window, answer)
 
 
-async def session_settled(session_id: uuid.UUID, timeout: float = 2.0) -> None:
-    """Wait until this process has written everything of ``session_id`` so far, or
-    ``timeout`` has passed (the database is down: then reading it fails anyway)."""
-    if _writer.pending(session_id):
-        _writer.hurry(session_id)
-    deadline = time.monotonic() + timeout
-    while _writer.pending(session_id) and time.monotonic() < deadline:
-        await asyncio.sleep(0.002)
+async def record_kept(
+    data: DecisionData, *, performance_window: int, answer: CachedAnswer | None = None
+) -> None:
+    """As record_later, for a decision whose answer is about to go out: it is kept first,
+    in the spool or, when the spool refuses it, in the database at once. When neither
+    takes it, raises UnavailableError: no answer goes out without its record, unless
+    FLYWHEEL_ANSWER_UNRECORDED (then it waits in memory, as record_later's would)."""
+    if _writer.submit(data, performance_window, answer, spooled_only=True):
+        return
+    try:
+        await asyncio.to_thread(_writer.store_now, data, performance_window, answer)
+    except DATABASE_DOWN as err:
+        if settings.ANSWER_UNRECORDED:
+            _writer.submit(data, performance_window, answer)
+            return
+        SPOOL_REFUSED.labels("refused").inc()
+        raise UnavailableError(
+            "The answer could not be recorded (the decision spool's disk and the database "
+            f"both refuse it), so it was not sent; try again in {DATABASE_RETRY_SECONDS} "
+            "seconds.",
+            details={"retry_after": DATABASE_RETRY_SECONDS},
+        ) from err
+    SPOOL_REFUSED.labels("stored_now").inc()
 
 
-def _settle(timeout: float = 2.0) -> None:
-    """Let this process's pending writes land (up to ``timeout``), so that a read
-    right after an answer (its decision, its session) finds what it wrote."""
-    if _writer.pending():
-        _writer.drain(timeout)
+def pending(session_id: uuid.UUID | None = None) -> int:
+    """Decisions of this process not written yet: of one session, or of all."""
+    return _writer.pending(session_id)
 
 
-def reads_own_writes(read: Callable[P, R]) -> Callable[P, R]:
-    """Read your writes: ``read`` (a reader of decisions, sessions or turns) runs once
-    this process's pending writes have landed, so a read right after an
-    answer finds it. Every such reader is wrapped by this one helper; the query path
-    itself waits for one session's writes only (session_settled)."""
-
-    @functools.wraps(read)
-    def after_own_writes(*args: P.args, **kwargs: P.kwargs) -> R:
-        _settle()
-        return read(*args, **kwargs)
-
-    return after_own_writes
+def hurry(session_id: uuid.UUID | None = None) -> None:
+    """Write what has been gathered now: of one session, or of every session."""
+    _writer.hurry(session_id)
 
 
 def drain(timeout: float = 30.0) -> None:

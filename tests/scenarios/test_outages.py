@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, cast
 
 import httpx
@@ -37,7 +38,10 @@ from routing.classification import rules
 from routing.classification.cascade import classify_by_rules
 from routing.install import defaults_load
 from routing.models import Intent, IntentPattern, RoutingDecision, Turn
+from routing.recording import writer as recording
+from routing.recording.spool import Spool
 from routing.recording.writer import drain
+from tests.disks import FillingDisk
 from tests.routing_world import World
 
 REVIEW = "Please review my pull request"
@@ -326,3 +330,36 @@ def test_a_revoked_keys_forget_lands_after_the_request_caches_the_key(
 
     with pytest.raises(AuthenticationError):
         api_key_authenticate(raw_key=raw_api_key)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_with_the_spool_disk_full_an_answer_goes_out_only_once_it_is_recorded(
+    world: World, raw_api_key: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    warm = await _query(raw_api_key, {"question": REVIEW})  # the key and routing are warm
+    assert warm.status_code == 200, warm.json()
+    await sync_to_async(drain)()
+    monkeypatch.setattr(recording._writer, "_spool", Spool(tmp_path))
+    FillingDisk(monkeypatch, tmp_path, room=0)
+
+    kept = await _query(raw_api_key, {"question": REVIEW})
+    stored_at_once = await db(RoutingDecision.objects.count)()  # no drain
+    down = pytest.MonkeyPatch()
+    down.setattr(DatabaseWrapper, "get_new_connection", _refused)
+    try:
+        refused = await _query(raw_api_key, {"question": REVIEW})
+    finally:
+        down.undo()
+
+    assert kept.status_code == 200, kept.json()
+    assert stored_at_once == 2
+    # Before, it was answered, and its decision lived only in the process's memory.
+    assert refused.status_code == 503, refused.json()
+    assert "answer" not in refused.json()
+    assert refused.json()["error"]["type"] == "UnavailableError"
+    assert "could not be recorded" in refused.json()["error"]["message"]
+    await sync_to_async(drain)(timeout=15)
+    outcomes = await db(
+        lambda: list(RoutingDecision.objects.order_by("id").values_list("outcome", "error_type"))
+    )()
+    assert outcomes == [("success", ""), ("success", ""), ("failed", "UnavailableError")]

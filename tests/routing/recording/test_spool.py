@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -16,17 +17,28 @@ from typing import Any
 
 import psycopg
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.db import InterfaceError, OperationalError, connection
 from django.db.backends.postgresql.base import DatabaseWrapper
 
+from flywheel.errors import UnavailableError
+from flywheel.metrics import SPOOL_REFUSED
 from flywheel.models import Tenant
 from routing.models import PerformanceRecord, RoutingDecision
+from routing.recording import spool as spool_module
 from routing.recording import writer as recording
 from routing.recording.decision import DecisionData
-from routing.recording.spool import REJECTED, Spool, decode, encode
-from routing.recording.writer import decision_spool, drain, record_later, spooled_replay
+from routing.recording.spool import REJECTED, Spool, decode, encode, unframed
+from routing.recording.writer import (
+    decision_spool,
+    drain,
+    record_kept,
+    record_later,
+    spooled_replay,
+)
 from routing.selection.attempt import Attempt
+from tests.disks import FillingDisk
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -241,7 +253,7 @@ def test_a_spool_that_cannot_be_written_costs_durability_not_the_decision(
     drain()
 
     assert RoutingDecision.objects.filter(request_id=data.request_id).exists()
-    assert f"Decision {data.request_id} could not be spooled" in caplog.text
+    assert "The decision spool refuses writes" in caplog.text
 
 
 def test_a_set_aside_decision_is_not_replayed_away(tenant: Tenant) -> None:
@@ -298,3 +310,147 @@ def test_only_an_unreachable_database_is_waited_out() -> None:
     assert not database_down(operational("54000"))  # a limit exceeded
     assert database_down(InterfaceError("connection already closed"))
     assert not database_down(ValueError("x"))
+
+
+# --- a disk that fills up -------------------------------------------------------------
+
+
+def test_a_write_cut_short_by_a_full_disk_leaves_no_fragment_and_the_next_line_survives(
+    tenant: Tenant, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool = Spool(tmp_path)
+    first, lost, after = (decision(tenant.pk, question=f"q{i}") for i in range(3))
+    segment = spool.append(first)
+    disk = FillingDisk(monkeypatch, tmp_path, room=40)  # part of the next line fits
+
+    with pytest.raises(OSError, match="No space left"):
+        spool.append(lost)
+    disk.free()
+    spool.append(after)
+
+    # Before, the fragment counted as appended and the next line was glued onto it:
+    # three appends without an error, one line readable.
+    assert segment.appended == 2
+    assert spooled(tmp_path) == [first, after]
+
+
+def test_a_short_write_is_completed(
+    tenant: Tenant, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = os.write
+    monkeypatch.setattr(spool_module.os, "write", lambda fd, data: real(fd, bytes(data)[:10]))
+    spool = Spool(tmp_path)
+    data = decision(tenant.pk)
+
+    spool.append(data)
+
+    assert spooled(tmp_path) == [data]
+
+
+def test_a_torn_line_that_cannot_be_cut_back_is_skipped_on_replay_and_the_rest_survive(
+    tenant: Tenant,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spool = Spool(tmp_path)
+    first, lost, after = (decision(tenant.pk, question=f"q{i}") for i in range(3))
+    spool.append(first)
+    disk = FillingDisk(monkeypatch, tmp_path, room=60)
+
+    def refused(fd: int, length: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(spool_module.os, "ftruncate", refused)
+    with pytest.raises(OSError, match="No space left"):
+        spool.append(lost)
+    disk.free()
+    os.close(spool.append(after).fd)  # as a process killed now: its segment stays, unlocked
+
+    lines = next(tmp_path.glob("*.jsonl")).read_bytes().splitlines()
+    assert len(lines) == 3  # the torn one has a line of its own
+    replayed: list[DecisionData] = []
+    assert Spool(tmp_path).replay(replayed.extend) == 2
+    assert replayed == [first, after]
+    assert "line 2 is unreadable" in caplog.text
+
+
+def test_a_line_with_a_damaged_byte_is_refused_and_bare_json_lines_still_read(
+    tenant: Tenant,
+) -> None:
+    data = decision(tenant.pk)
+    line = encode(data)
+    damaged = line.replace(b"flywheel", b"flywheeL")
+
+    with pytest.raises(ValueError, match="checksum"):
+        decode(damaged)
+    assert decode(unframed(line)) == data  # a segment written before lines were framed
+
+
+def test_a_committed_segment_is_deleted_within_a_second_even_while_written_to(
+    tenant: Tenant, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool = Spool(tmp_path)
+    segment = spool.append(decision(tenant.pk))
+    spool.settle(segment)
+    assert segment.path.exists()  # a new file per decision would cost the quiet hours
+
+    monkeypatch.setattr(spool_module.time, "monotonic", lambda: segment.opened + 1.5)
+    spool.sync()  # the keeper, every second
+
+    assert not segment.path.exists()
+    later = spool.append(decision(tenant.pk))
+    assert later is not segment
+    assert later.path.exists()
+
+
+def test_an_answer_the_spool_refuses_is_in_the_database_before_it_goes_out(
+    tenant: Tenant,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recording._writer._start()
+    monkeypatch.setattr(recording._writer, "_spool", Spool(tmp_path))
+    disk = FillingDisk(monkeypatch, tmp_path, room=0)
+    sent = [decision(tenant.pk, answer=f"answer {i}") for i in range(3)]
+    before = _refused("stored_now")
+
+    for data in sent:
+        async_to_sync(record_kept)(data, performance_window=10)
+        # No drain: it is stored before record_kept returns.
+        assert RoutingDecision.objects.filter(request_id=data.request_id).exists()
+
+    assert _refused("stored_now") - before == 3
+    assert caplog.text.count("The decision spool refuses writes") == 1  # not one per decision
+    disk.free()
+    record_later(decision(tenant.pk), performance_window=10)
+    assert "The decision spool takes writes again (3 refused meanwhile)" in caplog.text
+
+
+def test_an_answer_neither_the_spool_nor_the_database_can_keep_is_refused(
+    tenant: Tenant,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    database_down: pytest.MonkeyPatch,
+    settings: Any,
+) -> None:
+    recording._writer._start()
+    monkeypatch.setattr(recording._writer, "_spool", Spool(tmp_path))
+    FillingDisk(monkeypatch, tmp_path, room=0)
+    refused, kept = decision(tenant.pk, answer="refused"), decision(tenant.pk, answer="kept")
+    before = _refused("refused")
+
+    with pytest.raises(UnavailableError, match="could not be recorded"):
+        async_to_sync(record_kept)(refused, performance_window=10)
+    assert _refused("refused") - before == 1
+
+    settings.ANSWER_UNRECORDED = True  # the operator chose answers over records
+    async_to_sync(record_kept)(kept, performance_window=10)
+    database_down.undo()
+    drain(timeout=10)
+    assert list(RoutingDecision.objects.values_list("question", flat=True)) == [kept.question]
+
+
+def _refused(fate: str) -> float:
+    return SPOOL_REFUSED.labels(fate)._value.get()

@@ -23,7 +23,8 @@ from routing.recording import answers, performance, store
 from routing.recording import writer as recording
 from routing.recording.answers import CachedAnswer, answer_recall
 from routing.recording.decision import DecisionData
-from routing.recording.writer import drain, record_later, session_settled
+from routing.recording.own_writes import session_settled
+from routing.recording.writer import drain, record_later
 from routing.selection.attempt import Attempt
 from tests.routing_world import World
 
