@@ -6,7 +6,8 @@ Run: python bench/standin.py PORT DELAY_SECONDS
 For the fault suite (scripts/chaos.py) it can fail a share of its predictions:
 ``POST /_faults {"fault": "500" | "hang" | "malformed" | "", "share": 0.3}``
 sets it (every Nth prediction, evenly: 0.3 fails 3 in 10); "hang" never answers,
-"malformed" answers 200 with a body that is not JSON.
+"malformed" answers 200 with a body that is not JSON, "drip" answers 200 with its
+Content-Length and then the body a byte a second (an idle timer never fires).
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ async def respond(send: Any, status: int, content_type: bytes, payload: bytes) -
     await send({"type": "http.response.body", "body": payload})
 
 
+async def _drip(send: Any, payload: bytes) -> None:
+    """A whole answer, declared up front and sent a byte a second."""
+    length = str(len(payload)).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", length)]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for i in range(len(payload)):
+        await send({"type": "http.response.body", "body": payload[i : i + 1], "more_body": True})
+        await asyncio.sleep(1)
+    await send({"type": "http.response.body", "body": b""})
+
+
 def _faulty() -> bool:
     """Whether this prediction fails: a share of them, spread evenly."""
     if not FAULT["fault"]:
@@ -84,6 +96,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if _faulty():
             if FAULT["fault"] == "hang":
                 await asyncio.sleep(3600)
+            elif FAULT["fault"] == "drip":
+                await _drip(send, payload)
+                return
             elif FAULT["fault"] == "malformed":
                 payload = b"<html>502 Bad Gateway</html>"
             else:

@@ -109,13 +109,14 @@ async def lifespan(receive: Any, send: Any) -> None:
     """At start-up, freeze start-up's objects and start the decision writer (which
     replays what a killed process left). At shutdown, let the answers still being
     produced finish, close the backend and LLM clients and let the decisions still
-    being written land, so nothing is cut off mid-way."""
+    being written land (deleting the spool's committed segments), so nothing is cut
+    off mid-way."""
     from asgiref.sync import sync_to_async
 
     from backends.adapters import close_adapters
     from backends.http import close_endpoints
     from routing.answering.service import answers_finish
-    from routing.recording.writer import drain, writer_start
+    from routing.recording.writer import writer_start, writer_stop
 
     while True:
         message = await receive()
@@ -127,7 +128,10 @@ async def lifespan(receive: Any, send: Any) -> None:
             await answers_finish()  # answers whose clients left are still being produced
             await close_adapters()
             await close_endpoints()
-            await sync_to_async(drain, thread_sensitive=False)()
+            # Written, and the spool's committed segments deleted: a clean stop leaves
+            # nothing for the next start to replay (the server re-raises its signal after
+            # this, so the exit hook never runs).
+            await sync_to_async(writer_stop, thread_sensitive=False)()
             await send({"type": "lifespan.shutdown.complete"})
             return
 

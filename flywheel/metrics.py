@@ -20,6 +20,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import (
@@ -131,9 +132,30 @@ def door_of(path: str) -> str:
     return "pages"
 
 
+def forget_dead_processes(directory: str) -> list[int]:
+    """Remove the live gauges (``livesum``, ``liveall``...) of processes that are gone
+    (killed, or stopped without saying so): else a killed worker's last backlog would
+    count for ever. Returns their process ids."""
+    dead = []
+    for path in Path(directory).glob("gauge_live*_*.db"):
+        try:
+            pid = int(path.stem.rsplit("_", 1)[1])
+            os.kill(pid, 0)
+        except ValueError:  # not a file of prometheus_client's naming
+            continue
+        except ProcessLookupError:
+            dead.append(pid)
+        except PermissionError:  # alive, another user's
+            continue
+    for pid in set(dead):
+        multiprocess.mark_process_dead(pid, directory)
+    return sorted(set(dead))
+
+
 def exposition() -> tuple[bytes, str]:
     """The metrics in Prometheus' text format, and its content type."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        forget_dead_processes(directory)
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
     else:

@@ -28,9 +28,13 @@ from flywheel.ratelimit import address_admit, address_failure_note, describe
 logger = logging.getLogger(__name__)
 KEY_SCHEME = "fw"
 # Authenticated keys are remembered in the shared cache for this long, so a
-# request costs no database read; revoking or editing a key forgets it at once.
+# request costs no database read; revoking or editing a key forgets it at once. A key
+# in use is written back each LAST_USED_RESOLUTION (as its use is noted), so it stays
+# for as long as it is used, through a database outage of any length; it must outlive
+# that interval by far (when they were equal, a key in constant use expired just as it
+# was due to be written back, and stopped authenticating a minute into an outage).
 AUTH_CACHE_KEY = "flywheel:apikey:{digest}"
-AUTH_CACHE_SECONDS = 60
+AUTH_CACHE_SECONDS = 15 * 60
 # Each process also keeps the keys it recalled for this long, which spares a
 # shared-cache round trip per request; a revoke shows at once in the process
 # that made it and within this time in every other.

@@ -11,6 +11,9 @@ if any scenario misses what it must hold:
 - faults: the primary fails 30 % of 2,000 questions by 500, by hanging and by
   malformed answers, then refuses connections (killed): every question is
   answered, one decision per question, one performance record per attempt;
+- drip: the primary answers 200 and then a byte a second, for 400 questions:
+  every question answered (each attempt cut at its deadline, measured), and
+  the primary's breaker opens, so it is tried for fewer than a quarter;
 - redis: Redis killed for 20 s and started again under load: every question
   answered, /readyz names the cache while it is down and recovers after;
 - postgres: PostgreSQL stopped for 30 s and started again under load: every
@@ -47,6 +50,7 @@ from bench.loadgen import HttpConnection
 PG_BIN = Path("/usr/lib/postgresql")
 CONCURRENCY = 8
 FAULT_QUESTIONS = 2000
+DRIP_QUESTIONS = 400
 SETUP = """
 from backends.models import Backend, BackendHealth
 from chatflows.models import Flow
@@ -399,6 +403,32 @@ class Suite:
         self.primary.start()  # healthy again for what follows
         self.primary.faults("", 0)
 
+    def drip(self) -> None:
+        """The primary answers 200 and then a byte a second: each attempt is cut at its
+        deadline (half the query's budget while a fallback waits), as the primary's
+        failure, so the fallback answers in time and the primary's breaker opens."""
+        decisions_before = self.decisions()
+        records_before, attempts_before = self.records_and_attempts()
+        self.close_primary_breaker()
+        self.primary.faults("drip", 1.0)
+        load = Load(self.web.port, self.key)
+        started = time.monotonic()
+        asyncio.run(load.run(DRIP_QUESTIONS))
+        took = time.monotonic() - started
+        time.sleep(1.5)  # decisions land behind their answers
+        records, attempts = self.records_and_attempts()
+        records, attempts = records - records_before, attempts - attempts_before
+        tried = attempts - load.asked  # each question's answer is one attempt; the rest drip
+        print(f"  primary drips a byte a second ({took:.0f} s): {load.figures()}")
+        print(f"    decisions {self.decisions() - decisions_before} for {load.asked} "
+              f"questions; the primary tried {tried} times; performance records "
+              f"{records} for {attempts} attempts")  # fmt: skip
+        self.expect("drip", load.answered == load.asked, "a question was not answered")
+        self.expect("drip", records == attempts, "a cut attempt was not measured")
+        self.expect("drip", tried < load.asked / 4, "the primary's breaker did not open")
+        self.primary.faults("", 0)
+        self.close_primary_breaker()
+
     def redis_outage(self) -> None:
         readiness: list[int] = []
 
@@ -501,7 +531,7 @@ class Suite:
         self.expect("healed", back is not None and back <= 60 + 5, "not back within 60 s")
 
 
-SCENARIOS = ("faults", "redis", "postgres", "kill", "healed")
+SCENARIOS = ("faults", "drip", "redis", "postgres", "kill", "healed")
 
 
 def main() -> int:
@@ -517,6 +547,7 @@ def main() -> int:
         suite.setup()
         steps = {
             "faults": suite.faults,
+            "drip": suite.drip,
             "redis": suite.redis_outage,
             "postgres": suite.postgres_outage,
             "kill": suite.web_killed,

@@ -25,7 +25,8 @@ from backends.models import Backend
 from backends.services import backend_config
 from flywheel.asyncdb import db
 from flywheel.singleflight import SingleFlight
-from routing.selection.attempt import CANCELLED, Attempt, BudgetExceededError, caller_caused
+from routing.answering.deadlines import attempt_deadline, cut_short, remaining
+from routing.selection.attempt import CANCELLED, Attempt, caller_caused
 from routing.selection.learning import book
 from routing.selection.scoring import BackendEntry, Candidate, PolicyValues
 
@@ -151,18 +152,6 @@ class _Learning:
         return attempt
 
 
-def _remaining(deadline: float | None) -> float | None:
-    """Seconds left before ``deadline`` (a time.perf_counter() value); None: no deadline."""
-    return None if deadline is None else deadline - time.perf_counter()
-
-
-def _out_of_time(candidate: Candidate, budget: float | None) -> BudgetExceededError:
-    return BudgetExceededError(
-        f"No answer within what remained of the query's time budget ({budget or 0:.1f} s).",
-        backend=candidate.backend.name,
-    )
-
-
 async def _ask(
     candidate: Candidate,
     question: str,
@@ -171,13 +160,17 @@ async def _ask(
     parameters: dict[str, Any],
     history: Sequence[Exchange],
     budget: float | None,
+    fallback_waits: bool,
 ) -> ExecutionResult:
-    """One candidate's answer within ``budget`` seconds; any failure as a typed backend
-    error (the budget's own when it ran out)."""
-    limit = asyncio.timeout(budget)
+    """One candidate's answer within its deadline (attempt_deadline); any failure as a
+    typed backend error (the budget's own when the query's budget ran out)."""
+    limit: asyncio.Timeout | None = None
+    seconds = budget
     try:
-        adapter = get_adapter(await config_for(candidate.backend))
-        async with limit:
+        config = await config_for(candidate.backend)
+        seconds = attempt_deadline(config.timeout_seconds, budget, fallback_waits)
+        adapter = get_adapter(config)
+        async with asyncio.timeout(seconds) as limit:
             return await adapter.execute_flow(
                 candidate.flow.external_id,
                 question,
@@ -186,8 +179,8 @@ async def _ask(
                 history=history,
             )
     except Exception as err:  # the backend's fault, ours or the budget's
-        if limit.expired():
-            raise _out_of_time(candidate, budget) from err
+        if limit is not None and limit.expired():
+            raise cut_short(candidate.backend.name, seconds, budget) from err
         raise _failure(candidate, err) from err
 
 
@@ -239,7 +232,7 @@ async def run_chain(
     running: dict[asyncio.Task[ExecutionResult], _Running] = {}
 
     def start(hedged: bool = False) -> None:
-        budget = _remaining(deadline)
+        budget = remaining(deadline)
         if not waiting or (budget is not None and budget <= 0):
             return
         candidate = waiting.pop()
@@ -251,6 +244,7 @@ async def run_chain(
                 parameters=parameters,
                 history=history_for(candidate),
                 budget=budget,
+                fallback_waits=bool(waiting),
             )
         )
         learning = _Learning(candidate, intent, policy)
@@ -342,7 +336,7 @@ async def stream_chain(
     chain_started = time.perf_counter()
     try:
         for candidate in candidates:
-            budget = _remaining(deadline)
+            budget = remaining(deadline)
             if budget is not None and budget <= 0:
                 break
             started = time.perf_counter()
@@ -350,12 +344,19 @@ async def stream_chain(
             end: StreamEvent | None = None
             # The timeout cancels this generator's consumer task (the stream's producer),
             # which only hands chunks to an unbounded queue between them: the cancellation
-            # lands inside this block, where it becomes a TimeoutError.
-            limit = asyncio.timeout(budget)
+            # lands inside this block, where it becomes a TimeoutError. Until its first
+            # chunk an attempt has its deadline (attempt_deadline); from then on, with no
+            # fallback left, what remains of the query's budget.
+            limit: asyncio.Timeout | None = None
+            seconds = budget
             learning = _Learning(candidate, intent, policy)
             try:
-                adapter = get_adapter(await config_for(candidate.backend))
-                async with limit:
+                config = await config_for(candidate.backend)
+                waits = candidate is not candidates[-1]
+                seconds = attempt_deadline(config.timeout_seconds, budget, waits)
+                budget_ends = None if budget is None else asyncio.get_running_loop().time() + budget
+                adapter = get_adapter(config)
+                async with asyncio.timeout(seconds) as limit:
                     async for event in adapter.stream_flow(
                         candidate.flow.external_id,
                         question,
@@ -364,14 +365,16 @@ async def stream_chain(
                         history=history_for(candidate),
                     ):
                         if event.type == "chunk" and event.text:
+                            if not sent:
+                                limit.reschedule(budget_ends)
                             sent = True
                             yield event.text
                         elif event.type == "end":
                             end = event
             except Exception as err:  # the backend's fault or ours: the next one may answer
-                failure = (
-                    _out_of_time(candidate, budget) if limit.expired() else _failure(candidate, err)
-                )
+                failure = _failure(candidate, err)
+                if limit is not None and limit.expired():  # once a chunk came: the budget's
+                    failure = cut_short(candidate.backend.name, budget if sent else seconds, budget)
                 progress.attempts.append(learning.done(_attempt(candidate, started, failure)))
                 if not sent:
                     continue

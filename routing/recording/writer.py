@@ -302,7 +302,8 @@ class _Writer:
             time.sleep(0.005)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """At exit: write what is pending (up to ``timeout``); what is left stays spooled."""
+        """At exit: write what is pending (up to ``timeout``) and delete the spool's
+        committed segments; what is left stays spooled."""
         self.drain(timeout)
         self.spool.sync()
         self.spool.close()
@@ -362,18 +363,21 @@ async def record_kept(
 
 
 def pending(session_id: uuid.UUID | None = None) -> int:
-    """Decisions of this process not written yet: of one session, or of all."""
     return _writer.pending(session_id)
 
 
 def hurry(session_id: uuid.UUID | None = None) -> None:
-    """Write what has been gathered now: of one session, or of every session."""
     _writer.hurry(session_id)
 
 
 def drain(timeout: float = 30.0) -> None:
     """Block until every pending write of this process is done (tests, commands, exit)."""
     _writer.drain(timeout)
+
+
+def writer_stop(timeout: float = 30.0) -> None:
+    """A clean stop (a server's shutdown): as _Writer.stop."""
+    _writer.stop(timeout)
 
 
 def writer_start() -> None:

@@ -14,7 +14,8 @@ from django.test import override_settings
 from flywheel.asgi import application
 from flywheel.asyncdb import db
 from routing.models import RoutingDecision
-from routing.recording.writer import drain
+from routing.recording.spool import Spool
+from routing.recording.writer import decision_spool, drain
 from tests.captured import response
 from tests.routing_world import FW_ANSWER, World
 
@@ -204,9 +205,11 @@ async def test_the_dry_run_takes_the_fast_lane_too(world: World, raw_api_key: st
 
 
 async def test_startup_freezes_and_shutdown_closes_clients_and_lets_decisions_land(
-    world: World, raw_api_key: str
+    world: World, raw_api_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from backends.adapters import _pools
+
+    monkeypatch.setattr(Spool, "ROTATE_SECONDS", 3600.0)  # only the stop deletes its segment
 
     transport = httpx.ASGITransport(app=cast(Any, application))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
@@ -243,3 +246,6 @@ async def test_startup_freezes_and_shutdown_closes_clients_and_lets_decisions_la
     assert loop not in _pools
     request_id = answered.json()["request_id"]
     assert await db(RoutingDecision.objects.filter(request_id=request_id).exists)()
+    # Its spool segment, all committed, is gone: a clean stop leaves nothing to replay
+    # (before, uvicorn re-raised its signal after shutdown and the exit hook never ran).
+    assert list(decision_spool().directory.glob("*.jsonl")) == []

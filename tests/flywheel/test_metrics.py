@@ -7,11 +7,13 @@ values before and after what it does.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
+from unittest import mock
 
 import httpx
 import pytest
@@ -25,6 +27,7 @@ from backends.models import Backend, BackendHealth
 from chatflows.models import Flow
 from flywheel.asgi import application
 from flywheel.asyncdb import db
+from flywheel.metrics import exposition
 from flywheel.models import Tenant
 from routing.recording.writer import drain
 from tests.paths import ROOT
@@ -261,3 +264,30 @@ async def test_a_tenant_backend_named_like_a_shared_one_never_shares_its_series(
     assert (
         _value("flywheel_backend_latency_seconds_count", **shared, result="failed") == shared_failed
     )
+
+
+def test_a_killed_process_backlog_leaves_the_sum(tmp_path: Path) -> None:
+    """A worker killed with decisions in its backlog: its last value must not count for
+    ever (it showed 4,416 pending with none pending)."""
+    env = {
+        **os.environ,
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'none.sqlite3'}",
+    }
+    (tmp_path / "metrics").mkdir()
+    killed = (
+        "import os, signal, django; django.setup();"
+        "from flywheel.metrics import WRITER_BACKLOG;"
+        "WRITER_BACKLOG.inc(4416);"
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    done = subprocess.run([sys.executable, "-c", killed], cwd=ROOT, env=env, check=False)  # noqa: S603
+    assert done.returncode == -signal.SIGKILL
+    assert list((tmp_path / "metrics").glob("gauge_livesum_*.db"))  # what it left
+
+    with mock.patch.dict(os.environ, {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}):
+        printed = exposition()[0].decode()
+
+    backlog = [v for (name, _), v in _scraped(printed).items() if "writer_backlog" in name]
+    assert sum(backlog) == 0  # before, 4416
+    assert not list((tmp_path / "metrics").glob("gauge_livesum_*.db"))

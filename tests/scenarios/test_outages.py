@@ -23,7 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from flywheel import services
 from flywheel.asgi import application
 from flywheel.asyncdb import db
-from flywheel.cache import DegradingCache, shared_cache
+from flywheel.cache import DELETE_AGAIN_SECONDS, DegradingCache, shared_cache
 from flywheel.errors import AuthenticationError
 from flywheel.models import ApiKey
 from flywheel.services import (
@@ -363,3 +363,38 @@ async def test_with_the_spool_disk_full_an_answer_goes_out_only_once_it_is_recor
         lambda: list(RoutingDecision.objects.order_by("id").values_list("outcome", "error_type"))
     )()
     assert outcomes == [("success", ""), ("success", ""), ("failed", "UnavailableError")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_in_constant_use_keeps_authenticating_through_a_long_outage(
+    raw_api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In time scaled down sixtyfold (a second for a minute): the key is written back to
+    the cache as its use is noted, and outlives that interval, so an outage of any
+    length leaves it working. Before, the entry expired as its use fell due, and the
+    key stopped a minute into the outage."""
+    scale = 60
+    monkeypatch.setattr(services, "LAST_USED_RESOLUTION", timedelta(seconds=60 / scale))
+    monkeypatch.setattr(services, "AUTH_CACHE_SECONDS", services.AUTH_CACHE_SECONDS // scale)
+    time.sleep(DELETE_AGAIN_SECONDS + 0.2)  # the key's creation forgot it once more
+    api_keys_forget_memo()
+    api_key_authenticate(raw_key=raw_api_key)  # remembered, with its use noted
+
+    down = pytest.MonkeyPatch()
+    down.setattr(DatabaseWrapper, "get_new_connection", _refused)
+    connections.close_all()  # this thread's connection too: the database is gone
+    refused = []
+    try:
+        ends = time.monotonic() + 3.5  # three and a half "minutes" of outage
+        while time.monotonic() < ends:
+            api_keys_forget_memo()  # every request reads the shared cache
+            try:
+                api_key_authenticate(raw_key=raw_api_key)
+            except Exception as err:  # what the client would have got
+                refused.append(type(err).__name__)
+            time.sleep(0.1)
+    finally:
+        down.undo()
+    api_key_uses_settle()
+
+    assert refused == []

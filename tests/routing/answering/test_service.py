@@ -1120,20 +1120,43 @@ def _budget(seconds: float) -> None:
     refresh()
 
 
-def test_a_hung_backend_costs_no_more_than_the_query_budget(world: World, tenant: Tenant) -> None:
+def test_a_hung_backend_is_cut_at_its_deadline_and_leaves_the_fallback_time_to_answer(
+    world: World, tenant: Tenant
+) -> None:
+    _hangs(world.fw_route)  # as one that sends a byte now and then: its idle timer never fires
+    _budget(1.0)
+    started = time.perf_counter()
+
+    body = ask(tenant, question=REVIEW)
+
+    assert time.perf_counter() - started < 2  # the backend's own timeout is 60 s
+    # Before, fw took the whole budget (BudgetExceeded, unmeasured) and lf was never tried.
+    assert body["answer"] == LF_ANSWER
+    chain = body["routing"]["fallback_chain"]
+    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "TimeoutError"), ("lf", "")]
+    assert "attempt's deadline (0.5 s)" in chain[0]["error"]  # half the budget, left to lf
+    fw = PerformanceRecord.objects.get(backend=world.fw)
+    assert (fw.success, fw.error_type) == (False, "TimeoutError")  # measured: the breaker sees it
+
+
+def test_hung_backends_cost_no_more_than_the_query_budget(world: World, tenant: Tenant) -> None:
     _hangs(world.fw_route)
-    _budget(0.3)
+    _hangs(world.lf_route)
+    _budget(0.4)
     started = time.perf_counter()
 
     error = fails(tenant, AllBackendsFailedError, question=REVIEW)
 
-    assert time.perf_counter() - started < 2  # the backend's own timeout is 30 s
+    assert time.perf_counter() - started < 2  # the backends' own timeouts are 60 s
     chain = error.details["fallback_chain"]
-    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "BudgetExceeded")]
-    assert "time budget" in chain[0]["error"]  # lf was not tried: nothing remained
-    assert not world.lf_route.called
-    assert error.message.endswith("within the query's time budget of 0.3 s.")
-    assert not PerformanceRecord.objects.exists()  # cut short: it says nothing of fw
+    assert [(a["backend"], a["error_type"]) for a in chain] == [
+        ("fw", "TimeoutError"),
+        ("lf", "BudgetExceeded"),
+    ]
+    assert "time budget" in chain[1]["error"]
+    assert error.message.endswith("within the query's time budget of 0.4 s.")
+    # lf was cut by the budget, with what fw left it: that says nothing of lf.
+    assert list(PerformanceRecord.objects.values_list("backend__name", flat=True)) == ["fw"]
 
 
 def test_a_later_attempt_gets_only_what_remains_of_the_budget(world: World, tenant: Tenant) -> None:
@@ -1159,7 +1182,8 @@ def test_a_later_attempt_gets_only_what_remains_of_the_budget(world: World, tena
 
 def test_a_streamed_answer_keeps_to_the_budget_too(world: World, tenant: Tenant) -> None:
     _hangs(world.fw_route)
-    _budget(0.3)
+    _hangs(world.lf_route)
+    _budget(0.4)
     started = time.perf_counter()
 
     events = _collect(tenant, question=REVIEW, parameters={"stream": True})
@@ -1167,7 +1191,22 @@ def test_a_streamed_answer_keeps_to_the_budget_too(world: World, tenant: Tenant)
     assert time.perf_counter() - started < 2
     assert events[-1]["event"] == "error"
     chain = events[-1]["error"]["details"]["fallback_chain"]
-    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "BudgetExceeded")]
+    assert [(a["backend"], a["error_type"]) for a in chain] == [
+        ("fw", "TimeoutError"),
+        ("lf", "BudgetExceeded"),
+    ]
+
+
+def test_a_stream_that_does_not_start_in_time_falls_back(world: World, tenant: Tenant) -> None:
+    _hangs(world.fw_route)
+    world.lf_route.mock(return_value=response("langflow", "run_stream"))
+    _budget(1.0)
+
+    events = _collect(tenant, question=REVIEW, parameters={"stream": True})
+
+    assert events[-1]["event"] == "end", events[-1]
+    chain = events[-1]["routing"]["fallback_chain"]
+    assert [(a["backend"], a["error_type"]) for a in chain] == [("fw", "TimeoutError"), ("lf", "")]
 
 
 def test_a_budget_spent_before_any_attempt_says_so(world: World, tenant: Tenant) -> None:
