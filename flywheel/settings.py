@@ -131,7 +131,9 @@ else:
         "pool": {
             "min_size": read("DATABASE_POOL_MIN", as_positive_int, 2),
             "max_size": read("DATABASE_POOL_MAX", as_positive_int, 20),
-            "timeout": 10,
+            # A request waits this long for a connection: an outage must not hold the
+            # executor's threads (flywheel/outage.py fails the rest at once).
+            "timeout": read("DATABASE_POOL_TIMEOUT", as_positive_float, 2.0),
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

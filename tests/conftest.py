@@ -109,6 +109,7 @@ def _fresh_routing_state() -> Iterator[None]:
     """Each test starts with empty shared caches and no in-process routing memo."""
     from django.core.cache import cache
 
+    from flywheel.outage import database_outage
     from flywheel.services import api_keys_forget_memo
     from routing.answering import execution
     from routing.classification.embeddings import embeddings_forget
@@ -124,6 +125,7 @@ def _fresh_routing_state() -> Iterator[None]:
     state.forget()
     execution.forget_configs()
     api_keys_forget_memo()
+    database_outage.answered()  # an outage an earlier test simulated is over
     yield
     evidence_forget()  # no fold left to run once the test's database is gone
     state.forget()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -20,7 +21,7 @@ from django.test import override_settings
 from django.utils import timezone
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from flywheel import services
+from flywheel import outage, services
 from flywheel.asgi import application
 from flywheel.asyncdb import db
 from flywheel.cache import DELETE_AGAIN_SECONDS, DegradingCache, shared_cache
@@ -398,3 +399,39 @@ def test_a_key_in_constant_use_keeps_authenticating_through_a_long_outage(
     api_key_uses_settle()
 
     assert refused == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_with_the_database_down_requests_that_need_it_hear_503_at_once(
+    world: World, raw_api_key: str
+) -> None:
+    """Each lookup used to wait the pool's timeout on the shared executor's threads:
+    a dozen unknown keys took ~30 s to hear 503 and held up every other request."""
+    warm = await _query(raw_api_key, {"question": REVIEW})  # this key is remembered
+    assert warm.status_code == 200, warm.json()
+    await sync_to_async(drain)()
+    unknown = "fw_00000000_not-a-key-flywheel-has-ever-seen-0000000"
+    timed: list[tuple[float, int]] = []
+
+    async def ask(key: str) -> None:
+        started = time.monotonic()
+        answered = await _query(key, {"question": REVIEW})
+        timed.append((time.monotonic() - started, answered.status_code))
+
+    down = pytest.MonkeyPatch()
+    down.setattr(DatabaseWrapper, "get_new_connection", _refused_after_the_pool_waits)
+    try:
+        started = time.monotonic()
+        await asyncio.gather(*(ask(unknown) for _ in range(12)), ask(raw_api_key))
+        took = time.monotonic() - started
+    finally:
+        down.undo()
+
+    statuses = sorted(status for _, status in timed)
+    assert statuses == [200] + [503] * 12
+    assert took < 5  # one lookup waited the pool's 3 s; before, 12 of them, six at a time
+    assert sorted(seconds for seconds, _ in timed)[-2] < 4  # the rest did not queue
+    await asyncio.sleep(outage.PROBE_SECONDS)
+    back = await _query(raw_api_key, {"question": REVIEW})  # the database is back
+    assert back.status_code == 200, back.json()
+    assert outage.database_outage.down_since is None
