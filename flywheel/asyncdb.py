@@ -6,8 +6,8 @@ request: hundreds of requests in flight mean hundreds of threads, each
 waiting for a database connection. The query path's calls are independent
 of any thread-bound state, so they share the event loop's bounded executor,
 and each call hands its connection back (to the pool) when it is done. While the
-database is down, calls fail at once rather than each waiting for the pool
-(flywheel.outage).
+database is down, a call that needs a connection fails at once rather than
+waiting for the pool (flywheel.outage).
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from typing import Any, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from flywheel.errors import DATABASE_UNAVAILABLE
-from flywheel.outage import database_outage
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -31,17 +28,9 @@ def db(func: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
 
     @functools.wraps(func)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        database_outage.admit()  # known down: fail at once (flywheel.outage)
-        reached = True
         try:
             return func(*args, **kwargs)
-        except DATABASE_UNAVAILABLE as err:
-            reached = False
-            database_outage.failed(err)
-            raise
         finally:
             connections.close_all()
-            if reached:  # an answer, or an error of its own (a key it does not know)
-                database_outage.answered()
 
     return sync_to_async(call, thread_sensitive=False)

@@ -3,10 +3,11 @@
 Each call that needs the database would otherwise wait for the pool to give up
 (DATABASE_POOL_TIMEOUT) on a thread of the shared executor: a few such calls
 hold every thread, and requests that need no database queue behind them. Once a
-call finds the database unreachable, calls through :func:`flywheel.asyncdb.db`
-fail at once with the driver's own OperationalError (so whatever degrades on an
-outage degrades as before, and the rest answer 503), except one call every
-PROBE_SECONDS, which tries the database; the first that succeeds ends the outage.
+connection attempt finds the database unreachable, the next ones
+(flywheel/postgres: every connection, a pool checkout included) fail at once
+with Django's OperationalError (so whatever degrades on an outage degrades as
+before, and the rest answer 503), except one every PROBE_SECONDS, which tries
+the database; the first that succeeds ends the outage.
 """
 
 from __future__ import annotations

@@ -127,6 +127,7 @@ else:
     # empty round trip): after a database restart the idle ones are dead, and
     # none may reach a request.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"]["ENGINE"] = "flywheel.postgres"  # Django's, told of outages
     DATABASES["default"]["OPTIONS"] = {
         "pool": {
             "min_size": read("DATABASE_POOL_MIN", as_positive_int, 2),

@@ -16,8 +16,11 @@ if any scenario misses what it must hold:
   the primary's breaker opens, so it is tried for fewer than a quarter;
 - redis: Redis killed for 20 s and started again under load: every question
   answered, /readyz names the cache while it is down and recovers after;
-- postgres: PostgreSQL stopped for 30 s and started again under load: every
-  question answered, and every decision stored once it is back;
+- postgres: PostgreSQL stopped for 70 s and started again under load: every
+  question answered (a key in use authenticates past the minute its cache
+  entry used to live), every decision stored once it is back; 65 s in,
+  /readyz answers 503 within 2.5 s and an unknown key 503 within 1 s; the
+  last questions of the 5 s after its return take under 0.5 s each;
 - kill: the web process SIGKILLed under load and started again: every answer
   it sent has its decision stored (the spool, replayed at start-up);
 - healed: the primary fails, then heals: back in rotation within 60 s.
@@ -31,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -51,6 +55,8 @@ PG_BIN = Path("/usr/lib/postgresql")
 CONCURRENCY = 8
 FAULT_QUESTIONS = 2000
 DRIP_QUESTIONS = 400
+PG_OUTAGE_SECONDS = 70
+UNKNOWN_KEY = "fw_00000000_not-a-key-flywheel-has-ever-seen-0000000"
 SETUP = """
 from backends.models import Backend, BackendHealth
 from chatflows.models import Flow
@@ -473,21 +479,60 @@ class Suite:
         time.sleep(1.5)  # what the previous scenario answered lands first
         before = self.decisions()
 
+        probes: dict[str, tuple[int, float]] = {}
+        after: list[float] = []
+
         def outage() -> None:
             self.pg.stop()
-            time.sleep(30)
+            time.sleep(PG_OUTAGE_SECONDS - 5)  # past the minute a key's cache entry lived
+            probes["readyz"] = self.timed(self.readyz_status)
+            probes["unknown key"] = self.timed(lambda: self.ask(UNKNOWN_KEY)[0])
+            time.sleep(5)
             self.pg.start()
+            # The first questions after its return: normal latency within seconds.
+            ends = time.monotonic() + 5
+            while time.monotonic() < ends:
+                status, seconds = self.timed(lambda: self.ask(self.key)[0])
+                after.append(seconds if status == 200 else math.inf)
 
-        load = self.load_during(3, outage, after=5)
-        back = self.until(lambda: self.decisions() - before >= load.asked, 90)
+        load = self.load_during(3, outage, after=1)
+        asked = load.asked + len(after)  # the questions asked right after it, too
+        back = self.until(lambda: self.decisions() - before >= asked, 90)
         time.sleep(1.5)
         stored, theirs = self.decisions() - before, self.stored(load.answered_ids)
-        print(f"  postgres stopped 30 s under load: {load.figures()}")
-        print(f"    decisions {stored} for {load.asked} questions ({theirs} of the answers "
+        slow = [s for s in after if s > 0.5]
+        print(f"  postgres stopped {PG_OUTAGE_SECONDS} s under load: {load.figures()}")
+        print(f"    decisions {stored} for {asked} questions ({theirs} of the answers "
               f"sent), all stored {back} s after it was back")  # fmt: skip
+        print(f"    {PG_OUTAGE_SECONDS - 5} s in: " + ", ".join(
+            f"{name} {status} in {seconds:.2f} s" for name, (status, seconds) in probes.items()
+        ) + f"; after it: {len(after)} questions in 5 s, {len(slow)} over 0.5 s")  # fmt: skip
         self.expect("postgres", load.answered == load.asked, "a question was not answered")
-        self.expect("postgres", stored == load.asked, "decisions != questions")
+        self.expect("postgres", stored == asked, "decisions != questions")
         self.expect("postgres", theirs == load.answered, "an answer sent has no decision")
+        self.expect("postgres", back is not None and back < 30, "decisions stored late")
+        readyz, unknown = probes["readyz"], probes["unknown key"]
+        self.expect("postgres", readyz[0] == 503 and readyz[1] < 2.5, "/readyz slow or wrong")
+        self.expect("postgres", unknown[0] == 503 and unknown[1] < 1, "an unknown key's 503 slow")
+        self.expect("postgres", not [s for s in after[-10:] if s > 0.5], "slow after the return")
+
+    def timed(self, call: Callable[[], int]) -> tuple[int, float]:
+        started = time.monotonic()
+        status = call()
+        return status, time.monotonic() - started
+
+    def ask(self, key: str) -> tuple[int, bytes]:
+        async def post() -> tuple[int, bytes]:
+            connection = await HttpConnection.open("127.0.0.1", self.web.port)
+            try:
+                payload = {"question": "chaos probe", "intent": "general"}
+                return await connection.post(
+                    "/api/v1/query", payload, {"Authorization": f"Bearer {key}"}
+                )
+            finally:
+                connection.close()
+
+        return asyncio.run(post())
 
     def web_killed(self) -> None:
         def kill() -> None:

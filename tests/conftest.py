@@ -127,6 +127,7 @@ def _fresh_routing_state() -> Iterator[None]:
     api_keys_forget_memo()
     database_outage.answered()  # an outage an earlier test simulated is over
     yield
+    database_outage.answered()  # the test's database is flushed next: it is there
     evidence_forget()  # no fold left to run once the test's database is gone
     state.forget()
     execution.forget_configs()

@@ -339,9 +339,15 @@ class SpoolOutage:
 spool_outage = SpoolOutage()
 
 
+# Engines that are another's under a name of their own: the same database, the same spool.
+_ENGINES = {"flywheel.postgres": "django.db.backends.postgresql"}
+
+
 def spool_directory(base: Path, database: dict[str, Any]) -> Path:
     """The spool directory of one database: its name, plus a digest of where it is."""
-    where = f"{database.get('ENGINE')}|{database.get('HOST')}|{database.get('PORT')}"
+    engine = str(database.get("ENGINE"))
+    engine = _ENGINES.get(engine, engine)
+    where = f"{engine}|{database.get('HOST')}|{database.get('PORT')}"
     name = str(database.get("NAME") or "default")
     readable = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(name).name)[:60]
     digest = hashlib.sha256(f"{where}|{name}".encode()).hexdigest()[:8]

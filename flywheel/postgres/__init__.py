@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend, with the outage detector (flywheel.outage) on connecting."""
