@@ -23,6 +23,10 @@ if any scenario misses what it must hold:
   last questions of the 5 s after its return take under 0.5 s each;
 - kill: the web process SIGKILLed under load and started again: every answer
   it sent has its decision stored (the spool, replayed at start-up);
+- disk: the decision spool on a 2 MB disk, filled, and the web SIGKILLed under
+  load: every answer it sent has its decision; with PostgreSQL stopped too,
+  every question is refused (503), none answered without a record (needs
+  root, to mount the disk);
 - healed: the primary fails, then heals: back in rotation within 60 s.
 
     python scripts/chaos.py [--only NAME ...]
@@ -547,6 +551,57 @@ class Suite:
               f"(all {back} s after the restart)")  # fmt: skip
         self.expect("kill", stored == load.answered, "an answer sent has no decision")
 
+    def full_disk(self) -> None:
+        """The spool on a 2 MB disk, filled: answers go out only once the database has
+        their decisions; a SIGKILL loses none; with the database stopped too, questions
+        are refused (503), never answered without a record."""
+        disk = self.root / "spool-disk"
+        disk.mkdir()
+        mounted = subprocess.run(  # noqa: S603 - a tmpfs of our own, for this run
+            ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],  # noqa: S607
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if mounted.returncode != 0:
+            self.expect("disk", False, f"could not mount a small disk: {mounted.stderr.strip()}")
+            return
+        try:
+            self.web.stop()
+            self.web.env = {**self.env, "FLYWHEEL_SPOOL_DIR": str(disk)}
+            self.web.start()
+            with (disk / "filler").open("wb") as filler, contextlib.suppress(OSError):
+                while True:  # until the disk is full
+                    filler.write(b"\0" * 65536)
+                    filler.flush()
+
+            def kill() -> None:
+                self.web.stop(signal.SIGKILL)
+                self.web.start()
+
+            load = self.load_during(4, kill, after=4)
+            time.sleep(1.5)
+            stored = self.stored(load.answered_ids)
+            print(f"  spool disk full, web SIGKILLed under load: {load.figures()}")
+            print(f"    answers sent {load.answered}, their decisions stored {stored}")
+            self.expect("disk", stored == load.answered, "an answer sent has no decision")
+
+            self.pg.stop()
+            try:
+                refused = Load(self.web.port, self.key)
+                asyncio.run(refused.run(40))
+            finally:
+                self.pg.start()
+            time.sleep(1.5)
+            print(f"    and the database stopped: {refused.figures()}")
+            self.expect("disk", refused.answered == 0, "answered without a record")
+            self.expect("disk", refused.statuses.get(503, 0) == refused.asked, "not 503")
+        finally:
+            self.web.stop()
+            self.web.env = self.env
+            subprocess.run(["umount", str(disk)], check=False)  # noqa: S603, S607
+            self.web.start()
+
     def healed(self) -> None:
         self.primary.faults("500", 1.0)
         load = Load(self.web.port, self.key)
@@ -576,7 +631,7 @@ class Suite:
         self.expect("healed", back is not None and back <= 60 + 5, "not back within 60 s")
 
 
-SCENARIOS = ("faults", "drip", "redis", "postgres", "kill", "healed")
+SCENARIOS = ("faults", "drip", "redis", "postgres", "kill", "disk", "healed")
 
 
 def main() -> int:
@@ -596,6 +651,7 @@ def main() -> int:
             "redis": suite.redis_outage,
             "postgres": suite.postgres_outage,
             "kill": suite.web_killed,
+            "disk": suite.full_disk,
             "healed": suite.healed,
         }
         for name in SCENARIOS:
