@@ -134,7 +134,7 @@ else:
             "max_size": read("DATABASE_POOL_MAX", as_positive_int, 20),
             # A request waits this long for a connection: an outage must not hold the
             # executor's threads (flywheel/outage.py fails the rest at once).
-            "timeout": read("DATABASE_POOL_TIMEOUT", as_positive_float, 2.0),
+            "timeout": read("DATABASE_POOL_TIMEOUT", as_positive_float, 5.0),
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

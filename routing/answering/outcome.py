@@ -56,8 +56,10 @@ async def record(
         try:
             await record_kept(data, performance_window=window, answer=answer)
         except UnavailableError as err:  # refused: the decision says so once it can be written
-            refused = replace(data, outcome="failed", answer=None, error_type=err.type)
-            record_later(replace(refused, error_message=err.message), performance_window=window)
+            refused = replace(
+                data, outcome="failed", answer=None, error_type=err.type, error_message=err.message
+            )
+            record_later(refused, performance_window=window)
             query.recorded = True
             raise
     query.recorded = True

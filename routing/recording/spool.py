@@ -155,9 +155,10 @@ class Spool:
     """Append decisions, settle them once committed, replay what dead processes left."""
 
     ROTATE_ENTRIES = 1000  # a segment is closed past this many entries
-    ROTATE_SECONDS = 1.0  # ... and, once all it holds is committed, past this age
     # ... or past this many bytes (FLYWHEEL_SPOOL_SEGMENT_BYTES): a file is deleted only
-    # whole, so one holding large decisions would otherwise grow with every entry.
+    # whole, so one holding large decisions would otherwise grow with every entry;
+    # and the one being written, once all it holds is committed, past this age:
+    ROTATE_SECONDS = 1.0
     SYNC_SECONDS = 1.0
     REPLAY_BATCH = 200
 
