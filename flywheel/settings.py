@@ -277,7 +277,7 @@ FLOW_DATA_MAX_BYTES = read("FLYWHEEL_FLOW_DATA_MAX_BYTES", as_positive_int, 4 * 
 
 # --- Flywheel --------------------------------------------------------------------
 # How long /readyz waits for each dependency before calling it down.
-READINESS_TIMEOUT_SECONDS = read("FLYWHEEL_READINESS_TIMEOUT", as_positive_float, 2.0)
+READINESS_TIMEOUT_SECONDS = read("FLYWHEEL_READINESS_TIMEOUT", as_positive_float, 1.5)
 # /metrics answers a bearer of this token; unset, it answers only requests from this host.
 METRICS_TOKEN = read("FLYWHEEL_METRICS_TOKEN", str, "")
 # A backend registered through REST, the admin or add_backend is probed and its flows

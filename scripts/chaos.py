@@ -11,15 +11,12 @@ if any scenario misses what it must hold:
 - faults: the primary fails 30 % of 2,000 questions by 500, by hanging and by
   malformed answers, then refuses connections (killed): every question is
   answered, one decision per question, one performance record per attempt;
-- drip: the primary answers 200 and then a byte a second, for 400 questions:
-  every question answered (each attempt cut at its deadline, measured), and
-  the primary's breaker opens, so it is tried for fewer than a quarter;
 - redis: Redis killed for 20 s and started again under load: every question
   answered, /readyz names the cache while it is down and recovers after;
 - postgres: PostgreSQL stopped for 70 s and started again under load: every
   question answered (a key in use authenticates past the minute its cache
   entry used to live), every decision stored once it is back; 65 s in,
-  /readyz answers 503 within 2.5 s and an unknown key 503 within 1 s; the
+  /readyz answers 503 within 2 s and an unknown key 503 within 1 s; the
   last questions of the 5 s after its return take under 0.5 s each;
 - kill: the web process SIGKILLed under load and started again: every answer
   it sent has its decision stored (the spool, replayed at start-up);
@@ -27,7 +24,11 @@ if any scenario misses what it must hold:
   load: every answer it sent has its decision; with PostgreSQL stopped too,
   every question is refused (503), none answered without a record (needs
   root, to mount the disk);
-- healed: the primary fails, then heals: back in rotation within 60 s.
+- healed: the primary fails, then heals: back in rotation within 60 s;
+- drip (last: the healed primary is back in rotation): the primary answers
+  200 and then a byte a second, for 400 questions: every question answered
+  (each attempt cut at its deadline, measured), the primary tried at least
+  once, and its breaker opens, so it is tried for fewer than a quarter.
 
     python scripts/chaos.py [--only NAME ...]
 """
@@ -435,6 +436,7 @@ class Suite:
               f"{records} for {attempts} attempts")  # fmt: skip
         self.expect("drip", load.answered == load.asked, "a question was not answered")
         self.expect("drip", records == attempts, "a cut attempt was not measured")
+        self.expect("drip", tried >= 1, "the primary was never tried: no drip was met")
         self.expect("drip", tried < load.asked / 4, "the primary's breaker did not open")
         self.primary.faults("", 0)
         self.close_primary_breaker()
@@ -516,7 +518,7 @@ class Suite:
         self.expect("postgres", theirs == load.answered, "an answer sent has no decision")
         self.expect("postgres", back is not None and back < 30, "decisions stored late")
         readyz, unknown = probes["readyz"], probes["unknown key"]
-        self.expect("postgres", readyz[0] == 503 and readyz[1] < 2.5, "/readyz slow or wrong")
+        self.expect("postgres", readyz[0] == 503 and readyz[1] < 2, "/readyz slow or wrong")
         self.expect("postgres", unknown[0] == 503 and unknown[1] < 1, "an unknown key's 503 slow")
         self.expect("postgres", not [s for s in after[-10:] if s > 0.5], "slow after the return")
 
@@ -631,7 +633,7 @@ class Suite:
         self.expect("healed", back is not None and back <= 60 + 5, "not back within 60 s")
 
 
-SCENARIOS = ("faults", "drip", "redis", "postgres", "kill", "disk", "healed")
+SCENARIOS = ("faults", "redis", "postgres", "kill", "disk", "healed", "drip")
 
 
 def main() -> int:
