@@ -57,6 +57,12 @@ class DatabaseOutage:
         if was_down is not None:
             logger.warning("The database answers again after %.1f s.", time.monotonic() - was_down)
 
+    def inconclusive(self) -> None:
+        """A call admitted as the probe ended in an error that says nothing of the
+        database's reach: the next call may probe, so no probe stays claimed for ever."""
+        with self._lock:
+            self._probing = False
+
     def failed(self, err: BaseException) -> None:
         """A call found the database unreachable."""
         with self._lock:

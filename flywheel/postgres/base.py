@@ -31,5 +31,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
         except psycopg.OperationalError as err:  # PoolTimeout included
             database_outage.failed(err)
             raise
+        except BaseException:
+            database_outage.inconclusive()
+            raise
         database_outage.answered()
         return connection

@@ -163,16 +163,21 @@ async def test_metrics_are_refused_to_another_machine_without_the_token() -> Non
     assert "flywheel_requests_total" in right.text
 
 
+def _processes_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of processes that count into one PROMETHEUS_MULTIPROC_DIR (made
+    here), with no database: the backends' gauges are skipped, the counts still answer."""
+    (tmp_path / "metrics").mkdir()
+    return {
+        **os.environ,
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'none.sqlite3'}",
+    }
+
+
 def test_with_several_processes_a_scrape_sums_them(tmp_path: Path) -> None:
     """uvicorn --workers: each process counts in PROMETHEUS_MULTIPROC_DIR, and any of
     them answers /metrics with the sum."""
-    env = {
-        **os.environ,
-        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
-        # No database here: the backends' gauges are skipped, the counts still answer.
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'none.sqlite3'}",
-    }
-    (tmp_path / "metrics").mkdir()
+    env = _processes_env(tmp_path)
     count = (
         "import django; django.setup();"
         "from flywheel.metrics import DECISIONS;"
@@ -269,12 +274,7 @@ async def test_a_tenant_backend_named_like_a_shared_one_never_shares_its_series(
 def test_a_killed_process_backlog_leaves_the_sum(tmp_path: Path) -> None:
     """A worker killed with decisions in its backlog: its last value must not count for
     ever (it showed 4,416 pending with none pending)."""
-    env = {
-        **os.environ,
-        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'none.sqlite3'}",
-    }
-    (tmp_path / "metrics").mkdir()
+    env = _processes_env(tmp_path)
     killed = (
         "import os, signal, django; django.setup();"
         "from flywheel.metrics import WRITER_BACKLOG;"

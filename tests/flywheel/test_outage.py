@@ -34,3 +34,17 @@ def test_once_down_calls_fail_at_once_but_one_call_per_interval_tries_it(
     found.admit()
     found.admit()
     assert found.down_since is None
+
+
+def test_a_probe_that_ends_in_another_error_leaves_the_next_call_to_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(outage.time, "monotonic", lambda: clock[0])
+    found = DatabaseOutage()
+    found.failed(OperationalError("connection refused"))
+    clock[0] += outage.PROBE_SECONDS
+    found.admit()  # the probe...
+    found.inconclusive()  # ...ended in an error of another kind
+
+    found.admit()  # so this call probes, not refused for ever
