@@ -10,17 +10,23 @@ set -uo pipefail
 
 delay=${RESTART_DELAY:-2}
 grace=${STOP_GRACE:-10}  # seconds the command has to stop before it is killed
-child=""
 stop() {
-    if [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; then
+    # Every job of this script, not only $child: a signal that comes between the
+    # command's start and `child=$!` would otherwise leave the command running.
+    local jobs
+    jobs=$(jobs -p)
+    if [ -n "$jobs" ]; then
+        kill -TERM $jobs 2>/dev/null
         # A Celery worker whose pool processes got the same signal can hang in its
         # warm shutdown (seen here): give it the grace, then kill it.
         for _ in $(seq $((grace * 10))); do
-            kill -0 "$child" 2>/dev/null || break
+            alive=""
+            for pid in $jobs; do kill -0 "$pid" 2>/dev/null && alive=1; done
+            [ -z "$alive" ] && break
             sleep 0.1
         done
-        kill -KILL "$child" 2>/dev/null
-        wait "$child" 2>/dev/null
+        kill -KILL $jobs 2>/dev/null
+        wait 2>/dev/null
     fi
     exit 0
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -123,3 +124,21 @@ def test_make_run_names_another_port_when_its_own_is_taken(tmp_path: Path) -> No
         f"Port {port} on 127.0.0.1 is not free (Address already in use): stop what uses it, "
         f"or pick another port, e.g. PORT={port + 1} make run"
     )
+
+
+def test_a_stop_right_after_a_start_stops_the_command_too(tmp_path: Path) -> None:
+    """A TERM between the command's start and the script noting its pid: the command
+    stops with the script (it once went on running, a few times in a hundred)."""
+    started = tmp_path / "pids"
+    rng = random.Random(7)  # noqa: S311 - timings, not secrets
+    for _ in range(80):
+        started.write_text("")
+        supervisor = _supervise(f"echo $$ >> {started}; exec sleep 30")
+        time.sleep(rng.uniform(0, 0.004))
+        supervisor.send_signal(signal.SIGTERM)
+        supervisor.communicate(timeout=5)
+        time.sleep(0.05)
+        left = [int(pid) for pid in started.read_text().split() if _running(int(pid))]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, "the command went on running after its supervisor stopped"
