@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from asgiref.sync import sync_to_async
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -35,13 +34,12 @@ from pydantic import ValidationError as SchemaError
 
 from agents import tools
 from agents.auth import Caller, admitted
-from backends.adapters import close_adapters
 from flywheel.contract import refusal
 from flywheel.errors import ApplicationError, error_body, internal_error_body
 from flywheel.metrics import REQUESTS
 from flywheel.schemas import mcp_schema
-from routing.answering.service import answers_finish
-from routing.recording.writer import drain
+from routing.answering.service import serving_stop
+from routing.recording.writer import writer_start
 
 logger = logging.getLogger(__name__)
 
@@ -214,14 +212,13 @@ class FlywheelMCP(MCPServer[Any]):
 
 @asynccontextmanager
 async def _lifespan(server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
-    """At shutdown, let answers still being produced finish, close the backend clients and
-    let the decisions still being written land (as flywheel/asgi.py's lifespan does)."""
+    """At start-up, start the decision writer (it replays what a killed process left);
+    at shutdown, the same clean stop as the web's (flywheel/asgi.py)."""
+    writer_start()
     try:
         yield {}
     finally:
-        await answers_finish()
-        await close_adapters()
-        await sync_to_async(drain, thread_sensitive=False)()
+        await serving_stop()
 
 
 def build_server(caller: Caller) -> FlywheelMCP:

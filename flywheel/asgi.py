@@ -107,16 +107,10 @@ def freeze_startup_objects() -> None:
 
 async def lifespan(receive: Any, send: Any) -> None:
     """At start-up, freeze start-up's objects and start the decision writer (which
-    replays what a killed process left). At shutdown, let the answers still being
-    produced finish, close the backend and LLM clients and let the decisions still
-    being written land (deleting the spool's committed segments), so nothing is cut
-    off mid-way."""
-    from asgiref.sync import sync_to_async
-
-    from backends.adapters import close_adapters
-    from backends.http import close_endpoints
-    from routing.answering.service import answers_finish
-    from routing.recording.writer import writer_start, writer_stop
+    replays what a killed process left). At shutdown, the clean stop every server of
+    Flywheel makes (serving_stop): nothing cut off mid-way, nothing left to replay."""
+    from routing.answering.service import serving_stop
+    from routing.recording.writer import writer_start
 
     while True:
         message = await receive()
@@ -125,13 +119,7 @@ async def lifespan(receive: Any, send: Any) -> None:
             writer_start()  # replays what a killed process left in the decision spool
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
-            await answers_finish()  # answers whose clients left are still being produced
-            await close_adapters()
-            await close_endpoints()
-            # Written, and the spool's committed segments deleted: a clean stop leaves
-            # nothing for the next start to replay (the server re-raises its signal after
-            # this, so the exit hook never runs).
-            await sync_to_async(writer_stop, thread_sensitive=False)()
+            await serving_stop()
             await send({"type": "lifespan.shutdown.complete"})
             return
 

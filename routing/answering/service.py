@@ -16,6 +16,8 @@ from typing import Any
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest
 
+from backends.adapters import close_adapters
+from backends.http.openai import close_endpoints
 from flywheel import ids, logs
 from flywheel.asyncdb import db
 from flywheel.errors import (
@@ -38,7 +40,7 @@ from routing.answering.sessions import (
 )
 from routing.errors import BackendUnavailableError, NoMatchingFlowError
 from routing.recording.decision import DecisionData
-from routing.recording.writer import record_later
+from routing.recording.writer import record_later, writer_stop
 from routing.selection.scoring import Candidate
 from routing.selection.state import RoutingState, current_state
 from routing.selection.words import why
@@ -78,6 +80,18 @@ async def answers_finish(timeout: float = 30.0) -> None:
     pending = [task for task in in_flight if task.get_loop() is loop]
     if pending:
         await asyncio.wait(pending, timeout=timeout)
+
+
+async def serving_stop() -> None:
+    """A server's clean stop, whichever door it serves: let the answers still being
+    produced finish, close the backend and LLM clients, and let the decisions still
+    being written land, deleting the spool's committed segments, so nothing is cut off
+    and the next start has nothing to replay. (The server re-raises its signal after
+    this, so the exit hook never runs.)"""
+    await answers_finish()
+    await close_adapters()
+    await close_endpoints()
+    await asyncio.to_thread(writer_stop)
 
 
 async def answer_question(request: QueryRequest, *, tenant: Tenant) -> dict[str, Any]:

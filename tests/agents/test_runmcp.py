@@ -7,8 +7,10 @@ as staff register loopback servers), so a question is really answered.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -28,9 +30,11 @@ from mcp.client.streamable_http import streamable_http_client
 from backends.models import BackendHealth
 from backends.services import backend_create
 from chatflows.models import Flow
+from flywheel.asyncdb import db
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
 from routing.install import defaults_load
+from routing.models import RoutingDecision
 from tests.paths import ROOT
 from tests.routing_world import refresh
 
@@ -242,15 +246,13 @@ def test_stdio_with_a_revoked_key_refuses_to_start_in_one_line(tenant: Tenant) -
 # --- streamable HTTP ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def http_server(served: Served) -> Iterator[str]:
+@contextlib.contextmanager
+def serving_http(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``runmcp --transport streamable-http`` on a free port: its URL and its process."""
     port = free_port()
     command = [sys.executable, "manage.py", "runmcp", "--transport", "streamable-http"]
     process = subprocess.Popen(  # noqa: S603
-        [*command, "--port", str(port)],
-        cwd=ROOT,
-        env=server_env(),
-        stdin=subprocess.DEVNULL,
+        [*command, "--port", str(port)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -263,10 +265,16 @@ def http_server(served: Served) -> Iterator[str]:
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise
                 time.sleep(0.1)
-        yield url
+        yield url, process
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+@pytest.fixture
+def http_server(served: Served) -> Iterator[str]:
+    with serving_http(server_env()) as (url, _):
+        yield url
 
 
 async def test_http_with_a_key_lists_the_tools_and_answers(
@@ -285,6 +293,27 @@ async def test_http_with_a_key_lists_the_tools_and_answers(
     assert result.structured_content["answer"] == "Echo: hello over http"
     listed = sessions.structured_content["result"]
     assert [s["first_question"] for s in listed] == ["hello over http"]  # the key's tenant's
+
+
+async def test_http_stopped_by_sigterm_leaves_nothing_in_the_spool(
+    served: Served, tmp_path: Path
+) -> None:
+    """A clean stop writes what it answered and deletes its committed spool segments,
+    so the next process has nothing to replay (it once left them behind)."""
+    headers = {"Authorization": f"Bearer {served.key}"}
+    with serving_http(server_env(FLYWHEEL_SPOOL_DIR=str(tmp_path))) as (url, process):
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            result = await client.call_tool("universal_query", {"question": "spooled, then"})
+        assert list(tmp_path.iterdir()), "the answer's decision went through the spool"
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+
+    request_id = result.structured_content["request_id"]
+    assert await db(RoutingDecision.objects.filter(request_id=request_id).exists)()
+    assert list(tmp_path.glob("*/*.jsonl")) == []
 
 
 def test_http_without_a_valid_key_is_refused_in_the_error_shape(http_server: str) -> None:
