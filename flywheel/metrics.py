@@ -71,11 +71,18 @@ WRITER_BACKLOG = Gauge(
     "Decisions answered but not yet written to the database, summed over processes.",
     multiprocess_mode="livesum",
 )
+WRITER_MEMORY = Gauge(
+    "flywheel_decision_writer_memory_bytes",
+    "The part of the writer's backlog held in memory, by its spooled size, summed over "
+    "processes; past FLYWHEEL_WRITER_MEMORY_MB a process spills to the spool alone.",
+    multiprocess_mode="livesum",
+)
 SPOOL_REFUSED = Counter(
     "flywheel_spool_refused_total",
     "Decisions the spool could not take (a full or read-only disk), by what became of "
     "them: stored_now (written to the database before the answer), queued (kept in "
-    "memory until written), refused (the question was answered 503).",
+    "memory until written), refused (the question was answered 503), dropped (not "
+    "recorded: memory was full too, and the question was not refused).",
     ["fate"],
 )
 RATE_LIMITED = Counter(
@@ -84,7 +91,7 @@ RATE_LIMITED = Counter(
 # Series whose labels are known before the first event show from the start, at 0.
 for _limit in ("key", "auth-failures"):
     RATE_LIMITED.labels(_limit)
-for _fate in ("stored_now", "queued", "refused"):
+for _fate in ("stored_now", "queued", "refused", "dropped"):
     SPOOL_REFUSED.labels(_fate)
 
 logger = logging.getLogger(__name__)

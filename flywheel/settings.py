@@ -264,8 +264,12 @@ HISTORY_BUDGET_CHARS = read("FLYWHEEL_HISTORY_BUDGET_CHARS", as_positive_int, 32
 # A decision spool segment is closed past this many bytes (or 1,000 decisions).
 SPOOL_SEGMENT_BYTES = read("FLYWHEEL_SPOOL_SEGMENT_BYTES", as_positive_int, 64 * 1024 * 1024)
 # When neither the spool nor the database can keep an answer's decision, the question is
-# refused (503); on, it is answered and its decision waits in memory for the database.
+# refused (503); on, it is answered and its decision waits in memory for the database
+# (while memory has room).
 ANSWER_UNRECORDED = read("FLYWHEEL_ANSWER_UNRECORDED", as_bool, False)
+# The decisions waiting for the database that memory holds, by their spooled size; past
+# it they wait in the spool alone and are read back in order (routing/recording/backlog.py).
+WRITER_MEMORY_BYTES = read("FLYWHEEL_WRITER_MEMORY_MB", as_positive_int, 8) * 1024 * 1024
 # Discovery asks for at most this many pages of 100 flows, and takes at most this many
 # flows in all; past either it fails, naming the backend and the limit.
 DISCOVERY_MAX_PAGES = read("FLYWHEEL_DISCOVERY_MAX_PAGES", as_positive_int, 100)

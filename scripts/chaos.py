@@ -24,6 +24,10 @@ if any scenario misses what it must hold:
   load: every answer it sent has its decision; with PostgreSQL stopped too,
   every question is refused (503), none answered without a record (needs
   root, to mount the disk);
+- stall: the decisions table locked for 15 s under load, the writer's memory set
+  to 1 MB: every question answered, the writer's memory stays within it (the
+  rest waits in the spool alone), every decision stored within 30 s of the
+  lock's end and the spilled segments then deleted;
 - healed: the primary fails, then heals: back in rotation within 60 s;
 - drip (last: the healed primary is back in rotation): the primary answers
   200 and then a byte a second, for 400 questions: every question answered
@@ -61,6 +65,7 @@ CONCURRENCY = 8
 FAULT_QUESTIONS = 2000
 DRIP_QUESTIONS = 400
 PG_OUTAGE_SECONDS = 70
+STALL_SECONDS = 15
 UNKNOWN_KEY = "fw_00000000_not-a-key-flywheel-has-ever-seen-0000000"
 SETUP = """
 from backends.models import Backend, BackendHealth
@@ -604,6 +609,70 @@ class Suite:
             subprocess.run(["umount", str(disk)], check=False)  # noqa: S603, S607
             self.web.start()
 
+    def stall(self) -> None:
+        """The decisions table locked under load: the writer holds at most its memory
+        limit and spills the rest to the spool, reads it back once the lock ends."""
+        import psycopg
+
+        limit = 1024 * 1024
+        memory: list[float] = []
+        rss: dict[str, int] = {}
+
+        def lock() -> None:
+            rss["before"] = self.rss()
+            with psycopg.connect(self.pg.url) as conn:
+                conn.execute("LOCK TABLE analytics_routingdecision IN ACCESS EXCLUSIVE MODE")
+                ends = time.monotonic() + STALL_SECONDS
+                while time.monotonic() < ends:
+                    memory.append(self.gauge("flywheel_decision_writer_memory_bytes"))
+                    time.sleep(0.5)
+                rss["locked"] = self.rss()
+                conn.rollback()
+
+        try:
+            self.web.stop()
+            self.web.env = {**self.env, "FLYWHEEL_WRITER_MEMORY_MB": "1"}
+            self.web.start()
+            load = self.load_during(3, lock, after=2)
+            back = self.until(lambda: self.stored(load.answered_ids) == load.answered, 60)
+            time.sleep(2.5)  # a segment is deleted within a second of its last commit
+            rss["after"] = self.rss()
+            left = list((self.root / "var" / "spool").glob("*/*.jsonl"))
+        finally:
+            self.web.stop()
+            self.web.env = self.env
+            self.web.start()
+        stored = self.stored(load.answered_ids)
+        print(f"  decisions locked {STALL_SECONDS} s under load: {load.figures()}")
+        print(f"    writer memory at most {max(memory) / 1024:.0f} kB (limit {limit // 1024} "
+              f"kB); answers sent {load.answered}, their decisions stored {stored} (all "
+              f"{back} s after the lock); spool segments left {len(left)}")  # fmt: skip
+        print("    web RSS " + ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in rss.items()))
+        self.expect("stall", load.answered == load.asked, "a question was not answered")
+        self.expect("stall", 0 < max(memory) <= limit, "the writer's memory passed its limit")
+        self.expect("stall", stored == load.answered, "an answer sent has no decision")
+        self.expect("stall", back is not None and back < 30, "decisions stored late")
+        self.expect("stall", not left, "spilled segments were left behind")
+
+    def rss(self) -> int:
+        if self.web.process is None:
+            return 0
+        status = Path(f"/proc/{self.web.process.pid}/status").read_text()
+        kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))
+        return int(kib) * 1024
+
+    def gauge(self, name: str) -> float:
+        async def get() -> bytes:
+            connection = await HttpConnection.open("127.0.0.1", self.web.port)
+            _, body = await connection.get("/metrics")
+            connection.close()
+            return body
+
+        for line in asyncio.run(get()).decode().splitlines():
+            if line.startswith(f"{name} ") or line.startswith(f"{name}{{"):
+                return float(line.rsplit(" ", 1)[1])
+        return math.nan
+
     def healed(self) -> None:
         self.primary.faults("500", 1.0)
         load = Load(self.web.port, self.key)
@@ -633,7 +702,7 @@ class Suite:
         self.expect("healed", back is not None and back <= 60 + 5, "not back within 60 s")
 
 
-SCENARIOS = ("faults", "redis", "postgres", "kill", "disk", "healed", "drip")
+SCENARIOS = ("faults", "redis", "postgres", "kill", "disk", "stall", "healed", "drip")
 
 
 def main() -> int:
@@ -654,6 +723,7 @@ def main() -> int:
             "postgres": suite.postgres_outage,
             "kill": suite.web_killed,
             "disk": suite.full_disk,
+            "stall": suite.stall,
             "healed": suite.healed,
         }
         for name in SCENARIOS:

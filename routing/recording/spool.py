@@ -33,6 +33,7 @@ forever.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import fcntl
@@ -43,53 +44,19 @@ import os
 import re
 import threading
 import time
-import uuid
-import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
-from flywheel.jsonout import dumps
 from routing.recording.decision import DecisionData
-from routing.selection.attempt import Attempt
+from routing.recording.framing import decode, encode, lines, unframed
 
 logger = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".jsonl"
 REJECTED = "rejected.jsonl"
-
-
-def encode(data: DecisionData) -> bytes:
-    """One framed line: the CRC-32 of the JSON, then the JSON (flywheel.jsonout: a lone
-    surrogate in an answer survives as an escape; no newline inside, as JSON escapes
-    them)."""
-    values = dict(vars(data))  # shallow: the encoder walks the rest (asdict's copy costs 4x)
-    values["attempts"] = [vars(a) for a in data.attempts]
-    body = dumps(values, default=str)
-    return b"%08x %s\n" % (zlib.crc32(body), body)
-
-
-def unframed(line: bytes) -> bytes:
-    """The JSON of a framed line; ValueError if the line is torn or not one of ours. A
-    line of bare JSON (written before lines were framed) is taken as it is."""
-    line = line.rstrip(b"\n")
-    if line.startswith(b"{"):
-        return line
-    crc, _, body = line.partition(b" ")
-    if len(crc) != 8 or not body or int(crc, 16) != zlib.crc32(body):
-        raise ValueError("a torn or damaged line (its checksum does not match)")
-    return body
-
-
-def decode(line: bytes) -> DecisionData:
-    values: dict[str, Any] = json.loads(unframed(line))
-    values["request_id"] = uuid.UUID(values["request_id"])
-    if values["session_id"] is not None:
-        values["session_id"] = uuid.UUID(values["session_id"])
-    values["attempts"] = tuple(Attempt(**a) for a in values["attempts"])
-    return DecisionData(**values)
 
 
 class Segment:
@@ -104,6 +71,12 @@ class Segment:
         self.dirty = False
         self.torn = False  # a failed write left part of a line that could not be cut
         self.opened = time.monotonic()
+        self.spilled = False  # its decisions are in no writer's memory: read back
+        self.read = 0  # ... the bytes read back so far
+
+    @property
+    def unread(self) -> bool:
+        return self.spilled and self.read < self.bytes
 
     @property
     def done(self) -> bool:
@@ -140,17 +113,6 @@ def _cut_back(segment: Segment) -> None:
         segment.torn = True
 
 
-def _lines(path: Path) -> Iterator[DecisionData]:
-    """The decisions in a segment; a torn line (a machine crash or a full disk mid-write)
-    is skipped, and the lines after it are read."""
-    with path.open("rb") as file:
-        for number, line in enumerate(file, start=1):
-            try:
-                yield decode(line)
-            except (ValueError, TypeError, KeyError) as err:
-                logger.warning("Spool %s line %d is unreadable, skipped: %s", path, number, err)
-
-
 class Spool:
     """Append decisions, settle them once committed, replay what dead processes left."""
 
@@ -167,17 +129,24 @@ class Spool:
         self.rotate_bytes = settings.SPOOL_SEGMENT_BYTES if rotate_bytes is None else rotate_bytes
         self._lock = threading.Lock()
         self._current: Segment | None = None
+        self._spill: Segment | None = None  # the spilled segment being written
+        self._spilled: collections.deque[Segment] = collections.deque()  # not all read back
         self._open: dict[Path, Segment] = {}
         self._pid = os.getpid()
 
     # --- this process's segments ----------------------------------------------
-    def append(self, data: DecisionData) -> Segment:
+    def append(self, data: DecisionData, *, spill: bool = False) -> Segment:
         """Write ``data`` to this process's segment, whole; return the segment, to be
         settled once the decision is committed. Raises OSError when the line could not
         be written whole (a full or read-only disk): then none of it counts."""
-        line = encode(data)
+        return self.append_line(encode(data), spill=spill)
+
+    def append_line(self, line: bytes, *, spill: bool = False) -> Segment:
+        """As append, for a line already encoded. ``spill``: the writer holds no copy in
+        memory (its backlog is full), so the line goes to a spilled segment, from which
+        read_spilled gives it back in order."""
         with self._lock:
-            segment = self._segment()
+            segment = self._segment(spill)
             if segment.torn:  # what a failed write left ends here, on a line of its own
                 line = b"\n" + line
                 segment.bytes = os.fstat(segment.fd).st_size  # the torn part stays before it
@@ -190,18 +159,66 @@ class Spool:
             segment.appended += 1
             segment.bytes += len(line)
             segment.dirty = True
+            if spill and (not self._spilled or self._spilled[-1] is not segment):
+                self._spilled.append(segment)
             if segment.appended >= self.ROTATE_ENTRIES or segment.bytes >= self.rotate_bytes:
-                self._current = None  # the next decision opens a new segment
+                if spill:  # the next decision opens a new segment
+                    self._spill = None
+                else:
+                    self._current = None
             return segment
 
-    def _segment(self) -> Segment:
+    def _segment(self, spill: bool) -> Segment:
         if self._pid != os.getpid():  # a forked child: the parent's segments are not its own
-            self._pid, self._current, self._open = os.getpid(), None, {}
-        if self._current is None:
+            self._pid, self._current, self._spill, self._open = os.getpid(), None, None, {}
+            self._spilled.clear()
+        segment = self._spill if spill else self._current
+        if segment is None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._current = _open_locked(self.directory)
-            self._open[self._current.path] = self._current
-        return self._current
+            segment = _open_locked(self.directory)
+            self._open[segment.path] = segment
+            if spill:
+                segment.spilled = True
+                self._spill = segment
+            else:
+                self._current = segment
+        return segment
+
+    def spilled(self) -> bool:
+        """Whether spilled decisions wait to be read back."""
+        with self._lock:
+            return any(segment.unread for segment in self._spilled)
+
+    def read_spilled(self, limit: int) -> list[tuple[Segment, DecisionData]]:
+        """Up to ``limit`` spilled decisions not read back yet, oldest first, each with
+        its segment (to settle once committed). A line that cannot be read is skipped."""
+        with self._lock:
+            while (
+                self._spilled
+                and not self._spilled[0].unread
+                and (self._spilled[0] is not self._spill)
+            ):
+                self._spilled.popleft()
+            if not self._spilled:
+                return []
+            segment = self._spilled[0]
+            start, end = segment.read, segment.bytes  # lines before ``end`` are whole
+        taken: list[tuple[Segment, DecisionData]] = []
+        position = start
+        with segment.path.open("rb") as file:
+            file.seek(start)
+            while position < end and len(taken) < limit:
+                line = file.readline()
+                position += len(line)
+                try:
+                    taken.append((segment, decode(line)))
+                except (ValueError, TypeError, KeyError) as err:
+                    logger.warning(
+                        "A spilled line of %s is unreadable, skipped: %s", segment.path, err
+                    )
+        with self._lock:
+            segment.read = position
+        return taken
 
     def settle(self, segment: Segment, count: int = 1) -> None:
         """``count`` decisions of ``segment`` are committed (or set aside as rejected)."""
@@ -211,16 +228,23 @@ class Spool:
                 self._retire(segment)
 
     def _retire(self, segment: Segment) -> None:
-        """Delete a committed segment: at once, or the one being written once it is
+        """Delete a committed segment: at once, or one being written once it is
         ROTATE_SECONDS old (sooner would open a file per decision when they come slowly)."""
-        if segment is self._current:
+        if segment.unread:  # spilled, and some of it is yet to be read back
+            return
+        if segment is self._current or segment is self._spill:
             if time.monotonic() - segment.opened < self.ROTATE_SECONDS:
                 return
-            self._current = None
+            if segment is self._current:
+                self._current = None
+            else:
+                self._spill = None
         self._remove(segment)
 
     def _remove(self, segment: Segment) -> None:
         del self._open[segment.path]
+        if segment in self._spilled:
+            self._spilled.remove(segment)
         os.unlink(segment.path)  # before closing: nobody can lock it in between
         os.close(segment.fd)
 
@@ -228,9 +252,9 @@ class Spool:
         """fsync the segments written to since the last call; delete the one being written
         if it is committed and old enough (see _retire)."""
         with self._lock:
-            current = self._current
-            if current is not None and current.done:
-                self._retire(current)
+            for current in (self._current, self._spill):
+                if current is not None and current.done:
+                    self._retire(current)
             dirty = [s for s in self._open.values() if s.dirty]
             for segment in dirty:
                 segment.dirty = False
@@ -242,7 +266,7 @@ class Spool:
         """Delete this process's fully committed segments (at exit); the rest stay for
         the next process to replay."""
         with self._lock:
-            self._current = None
+            self._current = self._spill = None
             for segment in list(self._open.values()):
                 if segment.done:
                     self._remove(segment)
@@ -292,7 +316,7 @@ class Spool:
                 return 0
             batch: list[DecisionData] = []
             count = 0
-            for data in _lines(path):
+            for data in lines(path):
                 batch.append(data)
                 if len(batch) >= self.REPLAY_BATCH:
                     write(batch)

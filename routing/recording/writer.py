@@ -15,24 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import collections
 import logging
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, connections
 
 from flywheel.errors import DATABASE_RETRY_SECONDS, UnavailableError
-from flywheel.metrics import SPOOL_REFUSED, WRITER_BACKLOG
+from flywheel.metrics import SPOOL_REFUSED, WRITER_BACKLOG, WRITER_MEMORY
 from routing.recording.answers import CachedAnswer, answers_remember
+from routing.recording.backlog import Backlog, Job, Lane
 from routing.recording.decision import DecisionData
-from routing.recording.spool import Segment, Spool, spool_directory, spool_outage
+from routing.recording.spool import Segment, Spool, encode, spool_directory, spool_outage
 from routing.recording.store import DATABASE_DOWN, database_down, decisions_record
 from routing.recording.tally import count
 from routing.selection.state import (
@@ -40,47 +39,6 @@ from routing.selection.state import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Job:
-    data: DecisionData
-    performance_window: int
-    answer: CachedAnswer | None
-    segment: Segment | None  # None: the spool could not be written (logged)
-
-
-class _Lane:
-    """One writer thread's jobs. Adding one wakes the thread only if it waits for a
-    first job, or to end a gathering that has reached a batch."""
-
-    def __init__(self) -> None:
-        self._jobs: collections.deque[_Job] = collections.deque()
-        self._arrived = threading.Event()  # set: jobs may wait; the thread does not sleep
-        self._hurried = threading.Event()  # set: write what has gathered, now
-
-    def add(self, job: _Job, batch: int) -> None:
-        self._jobs.append(job)
-        if not self._arrived.is_set():  # an attribute read: no lock while the thread works
-            self._arrived.set()
-        if len(self._jobs) >= batch:
-            self._hurried.set()
-
-    def hurry(self) -> None:
-        self._hurried.set()
-        self._arrived.set()
-
-    def gather(self, seconds: float, batch: int) -> list[_Job]:
-        """Wait for a first job, then ``seconds`` more (unless hurried); up to ``batch``
-        of the jobs waiting. Cleared before the jobs are taken, so none goes unseen."""
-        self._arrived.wait()
-        self._hurried.wait(seconds)
-        self._hurried.clear()
-        self._arrived.clear()
-        taken = [self._jobs.popleft() for _ in range(min(batch, len(self._jobs)))]
-        if self._jobs:
-            self.hurry()  # more than a batch waited: the next one goes at once
-        return taken
 
 
 class _Writer:
@@ -110,7 +68,7 @@ class _Writer:
     refuses as data is set aside, not retried.
     """
 
-    THREADS = 1
+    THREADS = 1  # spilled decisions are read back by the first: more would reorder sessions
     BATCH = 200
     GATHER_SECONDS = 0.1
     RETRY_FIRST_SECONDS = 0.2
@@ -118,9 +76,9 @@ class _Writer:
     REPLAY_SECONDS = 30.0
 
     def __init__(self) -> None:
-        self._lanes: list[_Lane] = []
+        self._lanes: list[Lane] = []
         self._lock = threading.Lock()
-        self._pending: dict[uuid.UUID | None, int] = {}
+        self._backlog = Backlog(settings.WRITER_MEMORY_BYTES)
         self._started = False
         self._spool: Spool | None = None
         self._outage = threading.Event()  # set while a write finds the database down
@@ -137,10 +95,10 @@ class _Writer:
             if self._started:
                 return
             for i in range(self.THREADS):
-                lane = _Lane()
+                lane = Lane()
                 self._lanes.append(lane)
                 threading.Thread(
-                    target=self._run, args=(lane,), name=f"decision-writer-{i}", daemon=True
+                    target=self._run, args=(lane, i == 0), name=f"decision-writer-{i}", daemon=True
                 ).start()
             threading.Thread(target=self._keep, name="decision-spool", daemon=True).start()
             atexit.register(self.stop, timeout=30)
@@ -154,28 +112,41 @@ class _Writer:
         *,
         spooled_only: bool = False,
     ) -> bool:
-        """Spool ``data`` and queue it to be written; False if the spool refused it (a
-        full or read-only disk) and ``spooled_only``. Without ``spooled_only``, what the
-        spool refuses is queued all the same, kept in memory only."""
+        """Spool ``data`` and queue it to be written; False if it was not taken: the
+        spool refused it (a full or read-only disk) and ``spooled_only``, or memory is
+        full too (routing.recording.backlog). Without ``spooled_only``, what the spool
+        refuses is queued all the same while memory has room, kept in memory only."""
         self._start()
-        try:
-            segment: Segment | None = self.spool.append(data)  # durable against a kill now
-        except OSError as err:
-            spool_outage.refused(err)
-            if spooled_only:
-                return False
-            SPOOL_REFUSED.labels("queued").inc()
-            segment = None
-        else:
-            spool_outage.took()
-        session_id = data.session_id
-        with self._lock:
-            self._pending[session_id] = self._pending.get(session_id, 0) + 1
+        line = encode(data)
+        backlog = self._backlog
+        with backlog.lock:  # a spill cannot end between this decision's choice and its line
+            spill = backlog.spills(len(line))
+            try:
+                segment: Segment | None = self.spool.append_line(line, spill=spill)
+            except OSError as err:
+                spool_outage.refused(err)
+                if spooled_only or spill:
+                    return False
+                SPOOL_REFUSED.labels("queued").inc()
+                segment = None
+            else:
+                spool_outage.took()
+            size = 0 if spill else len(line)
+            backlog.add(data.session_id, size)
         WRITER_BACKLOG.inc()
-        self._lanes[hash(session_id) % self.THREADS].add(
-            _Job(data, performance_window, answer, segment), self.BATCH
-        )
+        if spill:  # only the spool holds it: the first thread reads it back
+            self._lanes[0].arrived(batch_full=False)
+        else:
+            WRITER_MEMORY.inc(size)
+            self._lanes[hash(data.session_id) % self.THREADS].add(
+                Job(data, performance_window, answer, segment, size), self.BATCH
+            )
         return True
+
+    @property
+    def full(self) -> bool:
+        """Whether decisions go to the spool alone: the writer is far behind."""
+        return self._backlog.spilling
 
     def store_now(
         self, data: DecisionData, performance_window: int, answer: CachedAnswer | None
@@ -201,31 +172,40 @@ class _Writer:
         else:
             self._lanes[hash(session_id) % self.THREADS].hurry()
 
-    def _run(self, lane: _Lane) -> None:
+    def _run(self, lane: Lane, reads_spilled: bool) -> None:
         while True:
             batch = lane.gather(self.GATHER_SECONDS, self.BATCH)
             try:
+                if reads_spilled and len(batch) < self.BATCH and self._backlog.spilling:
+                    batch += self._unspill(self.BATCH - len(batch))
                 if batch:
                     self._write(batch)
             except Exception:  # a bug here must not stop this thread's later writes
                 logger.exception("The decision writer failed on a batch of %d", len(batch))
 
-    def _write(self, jobs: list[_Job]) -> None:
+    def _unspill(self, limit: int) -> list[Job]:
+        """Up to ``limit`` spilled decisions, read back from the spool; once none is left,
+        decisions are held in memory again."""
+        taken = self.spool.read_spilled(limit)
+        with self._backlog.lock:
+            if not self.spool.spilled():
+                self._backlog.spilling = False
+        if self._backlog.spilling:
+            self._lanes[0].hurry()  # more to read back: no gathering wait
+        return [Job(data, None, None, segment, 0) for segment, data in taken]
+
+    def _write(self, jobs: list[Job]) -> None:
         batch = [job.data for job in jobs]
         count(batch)
-        window = max(job.performance_window for job in jobs)
+        windows = [job.performance_window for job in jobs if job.performance_window]
+        window = max(windows) if windows else policy_values().performance_window
         self._remember([job.answer for job in jobs if job.answer is not None])
         try:
             self._store_until_done(batch, window)
         finally:
             WRITER_BACKLOG.dec(len(batch))
-            with self._lock:
-                for data in batch:
-                    left = self._pending.get(data.session_id, 1) - 1
-                    if left:
-                        self._pending[data.session_id] = left
-                    else:
-                        self._pending.pop(data.session_id, None)
+            WRITER_MEMORY.dec(sum(job.size for job in jobs))
+            self._backlog.written(jobs)
         for job in jobs:
             if job.segment is not None:
                 self.spool.settle(job.segment)
@@ -290,10 +270,7 @@ class _Writer:
             logger.exception("Could not cache %d answers", len(entries))
 
     def pending(self, session_id: uuid.UUID | None = None) -> int:
-        with self._lock:
-            if session_id is None:
-                return sum(self._pending.values())
-            return self._pending.get(session_id, 0)
+        return self._backlog.pending(session_id)
 
     def drain(self, timeout: float = 30.0) -> None:
         self.hurry()
@@ -333,33 +310,41 @@ def record_later(
     data: DecisionData, *, performance_window: int, answer: CachedAnswer | None = None
 ) -> None:
     """Write the decision (and cache the answer) behind the answer; this completes
-    even if the caller has gone. If the spool refuses it, it waits in memory."""
-    _writer.submit(data, performance_window, answer)
+    even if the caller has gone. If the spool refuses it, it waits in memory while
+    memory has room (FLYWHEEL_WRITER_MEMORY_MB); past that it is lost, and counted."""
+    if not _writer.submit(data, performance_window, answer):
+        SPOOL_REFUSED.labels("dropped").inc()
 
 
 async def record_kept(
     data: DecisionData, *, performance_window: int, answer: CachedAnswer | None = None
 ) -> None:
     """As record_later, for a decision whose answer is about to go out: it is kept first,
-    in the spool or, when the spool refuses it, in the database at once. When neither
-    takes it, raises UnavailableError: no answer goes out without its record, unless
-    FLYWHEEL_ANSWER_UNRECORDED (then it waits in memory, as record_later's would)."""
+    in the spool or, when the spool refuses it, in the database at once (unless the
+    writer is already far behind). When neither takes it, raises UnavailableError: no
+    answer goes out without its record, unless FLYWHEEL_ANSWER_UNRECORDED (then it is
+    left to record_later)."""
     if _writer.submit(data, performance_window, answer, spooled_only=True):
         return
-    try:
-        await asyncio.to_thread(_writer.store_now, data, performance_window, answer)
-    except DATABASE_DOWN as err:
-        if settings.ANSWER_UNRECORDED:
-            _writer.submit(data, performance_window, answer)
+    cause: BaseException | None = None
+    if not _writer.full:  # a synchronous write would wait behind the writer's backlog
+        try:
+            await asyncio.to_thread(_writer.store_now, data, performance_window, answer)
+        except DATABASE_DOWN as err:
+            cause = err
+        else:
+            SPOOL_REFUSED.labels("stored_now").inc()
             return
-        SPOOL_REFUSED.labels("refused").inc()
-        raise UnavailableError(
-            "The answer could not be recorded (the decision spool's disk and the database "
-            f"both refuse it), so it was not sent; try again in {DATABASE_RETRY_SECONDS} "
-            "seconds.",
-            details={"retry_after": DATABASE_RETRY_SECONDS},
-        ) from err
-    SPOOL_REFUSED.labels("stored_now").inc()
+    if settings.ANSWER_UNRECORDED:
+        record_later(data, performance_window=performance_window, answer=answer)
+        return
+    SPOOL_REFUSED.labels("refused").inc()
+    raise UnavailableError(
+        "The answer could not be recorded (the decision spool's disk refuses it, and the "
+        "database is down or behind), so it was not sent; try again in "
+        f"{DATABASE_RETRY_SECONDS} seconds.",
+        details={"retry_after": DATABASE_RETRY_SECONDS},
+    ) from cause
 
 
 def pending(session_id: uuid.UUID | None = None) -> int:
