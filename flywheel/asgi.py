@@ -57,6 +57,7 @@ class ApiHandler(ASGIHandler):
 api = ApiHandler()
 
 # Imported once Django is set up (get_asgi_application did that above).
+from dialects import openai_api  # noqa: E402
 from flywheel.fastlane import FastLane  # noqa: E402
 from flywheel.hosts import host_refusal, host_verdict  # noqa: E402
 from flywheel.metrics import REQUESTS, door_of, labelled  # noqa: E402
@@ -64,8 +65,15 @@ from flywheel.readlimits import BodyLimit, within_declared_limit  # noqa: E402
 from routing import api as routing_api  # noqa: E402
 
 api_with_fast_lane = FastLane(
-    {"/api/v1/query": routing_api.query, "/api/v1/route": routing_api.route}, fallback=api
+    {
+        "/api/v1/query": routing_api.query,
+        "/api/v1/route": routing_api.route,
+        "/v1/chat/completions": openai_api.chat_completions,
+    },
+    fallback=api,
 )
+# Paths served without the browser middleware: the REST API and the OpenAI-compatible door.
+API_PREFIXES = ("/api/", "/v1/")
 
 
 class StaticFilesHandler(ASGIStaticFilesHandler):
@@ -128,7 +136,7 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":  # Django's handler refuses lifespan; the server's own
         await lifespan(receive, send)
         return
-    is_api = scope["type"] == "http" and scope["path"].startswith("/api/")
+    is_api = scope["type"] == "http" and scope["path"].startswith(API_PREFIXES)
     handler = api_with_fast_lane if is_api else site
     if scope["type"] != "http":
         await handler(scope, receive, send)

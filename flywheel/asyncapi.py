@@ -22,11 +22,11 @@ from flywheel.errors import (
     DATABASE_UNAVAILABLE,
     ApplicationError,
     AuthenticationError,
+    MethodNotAllowedError,
     RateLimitError,
     UnavailableError,
     UnsupportedMediaTypeError,
     database_unavailable,
-    error_body,
 )
 from flywheel.jsonin import parse_json
 from flywheel.models import ApiKey
@@ -98,13 +98,16 @@ def error_response(err: ApplicationError) -> JsonResponse:
 
 
 def async_api(
-    *methods: str, on_rate_limited: RateLimited | None = None
+    *methods: str,
+    on_rate_limited: RateLimited | None = None,
+    error: Callable[[ApplicationError], JsonResponse] = error_response,
 ) -> Callable[[AsyncView], AsyncView]:
     """Wrap an async view ``view(request, api_key, **kwargs)``: method check, API key,
     rate limit, errors.
 
     ``on_rate_limited`` is called as ``(request, api_key, err)`` before a
-    request over its key's limit is refused (the query door records it).
+    request over its key's limit is refused (the query door records it). ``error``
+    answers an ApplicationError (a door in another API's dialect words it its way).
     """
 
     def decorate(view: AsyncView) -> AsyncView:
@@ -112,17 +115,18 @@ def async_api(
         @functools.wraps(view)
         async def wrapper(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
             if request.method not in methods:
-                body = error_body("MethodNotAllowed", f"Method {request.method} not allowed.")
-                return JsonResponse(body, status=405, headers={"Allow": ", ".join(methods)})
+                refused = error(MethodNotAllowedError(f"Method {request.method} not allowed."))
+                refused["Allow"] = ", ".join(methods)
+                return refused
             try:
                 api_key = await authenticate(request)
                 admit(request, api_key, on_rate_limited)
                 return await view(request, api_key, **kwargs)
             except ApplicationError as err:
-                return error_response(err)
+                return error(err)
             except DATABASE_UNAVAILABLE as err:
                 logger.warning("Answered 503 on %s: the database fails (%s)", request.path, err)
-                return error_response(database_unavailable())
+                return error(database_unavailable())
 
         return wrapper
 

@@ -67,6 +67,11 @@ class NotFoundError(ApplicationError):
     status_code = status.HTTP_404_NOT_FOUND
 
 
+class MethodNotAllowedError(ApplicationError):
+    type = "MethodNotAllowed"
+    status_code = status.HTTP_405_METHOD_NOT_ALLOWED
+
+
 class RequestTimeoutError(ApplicationError):
     """The client did not send its request (headers or body) in time."""
 

@@ -130,6 +130,8 @@ def door_of(path: str) -> str:
     """Which door a request came through, by its path."""
     if path.startswith("/api/"):
         return "rest"
+    if path.startswith("/v1/"):
+        return "openai"
     if path.startswith("/admin/"):
         return "admin"
     if path.startswith("/static/"):

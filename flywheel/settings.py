@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "routing",
     "analytics",
     "agents",
+    "dialects",
 ]
 
 MIDDLEWARE = [
@@ -218,6 +219,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "routing.openapi.add_query_endpoints",
         "chatflows.openapi.add_chatflow_endpoints",
+        "dialects.openapi.add_openai_endpoints",
         "flywheel.openapi.add_constraints",
         "flywheel.openapi.add_error_responses",
     ],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path, re_path
@@ -14,6 +16,7 @@ from analytics import pages
 from backends.api import BackendViewSet
 from chatflows import chatflow_api
 from chatflows.api import BackendDiscoverView, FlowListView
+from dialects import openai_api
 from flywheel import errors, views
 from routing import api as routing_api
 from routing import chat
@@ -103,6 +106,9 @@ urlpatterns = [
     path("metrics", views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_v1, "api"))),
+    # The OpenAI-compatible door (dialects/): an OpenAI client's base URL is <site>/v1.
+    path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),
+    path("v1/models", openai_api.models, name="openai-models"),
 ]
 
 admin.site.site_header = "Flywheel administration"
@@ -127,6 +133,9 @@ def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
 def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return errors.not_found(request, exception)
+    if request.path.startswith("/v1/"):  # the OpenAI-compatible door: its errors' shape
+        found = errors.not_found(request, exception)
+        return JsonResponse(openai_api.openai_error(json.loads(found.content)), status=404)
     return defaults.page_not_found(request, exception)
 
 

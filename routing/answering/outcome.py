@@ -165,12 +165,32 @@ def _routing_block(
     return block
 
 
-def _response(query: Query, answer: str, routing: dict[str, Any]) -> dict[str, Any]:
+def usage_of(attempts: Sequence[Attempt]) -> dict[str, int | None] | None:
+    """The tokens of the attempt that answered, if its backend reported any."""
+    answered = attempts[-1] if attempts and attempts[-1].ok else None
+    if answered is None or (answered.prompt_tokens, answered.completion_tokens) == (None, None):
+        return None
+    total = answered.total_tokens
+    if total is None and None not in (answered.prompt_tokens, answered.completion_tokens):
+        total = (answered.prompt_tokens or 0) + (answered.completion_tokens or 0)
+    return {
+        "prompt_tokens": answered.prompt_tokens,
+        "completion_tokens": answered.completion_tokens,
+        "total_tokens": total,
+    }
+
+
+def _response(
+    query: Query, answer: str, routing: dict[str, Any], attempts: Sequence[Attempt] = ()
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "answer": answer,
         "session_id": str(query.session_id),
         "request_id": str(query.request_id),
     }
+    usage = usage_of(attempts)
+    if usage is not None:  # only then: most flows report no tokens
+        body["usage"] = usage
     if query.request.include_routing_metadata:
         body["routing"] = routing
     body["trace_url"] = trace_path(query.request_id)
@@ -235,7 +255,7 @@ async def conclude(
             _cached_answer(query, intent, result.text, winner, state),
         )
         return _response(
-            query, result.text, _routing_block(query, winner=winner, attempts=attempts)
+            query, result.text, _routing_block(query, winner=winner, attempts=attempts), attempts
         )
     cached = (
         answer_recall(query.tenant.pk, intent, query.backend_question) if may_use_cache else None

@@ -47,6 +47,7 @@ from routing.selection.state import forget as forget_state
 async def _open_session(query: Query) -> None:
     if query.request.session_id is None:
         query.session_id = session_new(tenant_id=query.tenant.pk)
+        query.history = given_history(query.request)
         return
     key = session_key(query.request.session_id)
     recent = session_cached(tenant_id=query.tenant.pk, session_id=key)
@@ -54,6 +55,12 @@ async def _open_session(query: Query) -> None:
         await session_settled(key)
         key, recent = await db(session_recent)(tenant_id=query.tenant.pk, session_id=key)
     query.session_id, query.history = key, recent
+
+
+def given_history(request: QueryRequest) -> list[PastTurn]:
+    """The conversation a caller keeps itself (``history``), as turns no backend answered
+    here: it travels to whichever flow answers (history_for_query)."""
+    return [PastTurn(e["question"], e["answer"], "", None) for e in request.history]
 
 
 async def _full_history(query: Query) -> list[PastTurn]:
@@ -205,6 +212,8 @@ def history_for_query(query: Query) -> HistoryFor:
         [Exchange(t.question, t.answer) for t in query.history if t.answer],
         settings.HISTORY_BUDGET_CHARS,
     )
+    if query.request.history:  # the caller's own: no backend holds any of it
+        return lambda candidate: exchanges
 
     def history_for(candidate: Candidate) -> Sequence[Exchange]:
         if last is None or last == (candidate.backend.id, candidate.flow.id):

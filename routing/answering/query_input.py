@@ -10,7 +10,9 @@ canonical form); ``parameters`` an object of plain JSON under 20000 bytes,
 nested at most 32 levels counting the query itself; ``flow`` a flow to run
 (Flywheel's Flow id, or the backend's own id for it: 1-200 characters);
 ``fallback`` true or false (with ``flow``: may other flows answer if it
-fails); no other field. No string may hold a NUL character or a lone
+fails); ``history`` at most 100 earlier exchanges (``question`` and ``answer``,
+text) of a conversation the caller keeps itself, not with ``session_id``; no
+other field. No string may hold a NUL character or a lone
 surrogate, whichever door it came through (the REST doors' JSON parser
 refuses them first).
 """
@@ -38,11 +40,18 @@ from typing_extensions import TypedDict
 from chatflows.contract import FLOW_ID, MAX_FLOW_ID
 from chatflows.filters import INTENT_RULE, IntentSlug
 from flywheel.contract import NOT_BLANK, Contract, NullIs, Says, pick, refuse, validated
+from flywheel.errors import ValidationError
 from flywheel.jsonin import LONE_SURROGATE, json_problem, string_problem
 
 MAX_QUESTION = 10_000
 MAX_BACKEND = 100
 MAX_PARAMETERS_BYTES = 20_000
+MAX_HISTORY = 100  # exchanges
+MAX_HISTORY_ANSWER = 65_536  # characters: FLYWHEEL_MAX_STORED_ANSWER_CHARS' default
+HISTORY_RULE = (
+    f"Must be a list of at most {MAX_HISTORY} earlier exchanges, each "
+    '{"question": text, "answer": text}, oldest first.'
+)
 SESSION_ID_RULE = "Must be a UUID returned by an earlier answer."
 # A session id as answers give it (and the schema's "uuid" format): 8-4-4-4-12 hex digits.
 SESSION_ID = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -173,6 +182,14 @@ def _again(err: PydanticError) -> list[InitErrorDetails]:
     return again
 
 
+@with_config(ConfigDict(extra="forbid", strict=True))
+class GivenExchange(TypedDict):
+    """An earlier exchange of a conversation the caller keeps itself."""
+
+    question: Annotated[str, Field(max_length=MAX_QUESTION), _stripped_text()]
+    answer: Annotated[str, Field(max_length=MAX_HISTORY_ANSWER), _stripped_text()]
+
+
 class QueryRequest(Contract):
     """A question to answer (or, at /api/v1/route, to route without answering)."""
 
@@ -262,6 +279,18 @@ class QueryRequest(Contract):
         Says("Must be true or false."),
     ] = False
 
+    history: Annotated[
+        list[GivenExchange],
+        Field(
+            max_length=MAX_HISTORY,
+            description="The conversation so far, for a caller that keeps it itself (as "
+            "OpenAI-style clients do): earlier exchanges, oldest first. Used to classify a "
+            "follow-up and sent to the flow as the conversation. Not with session_id.",
+        ),
+        NullIs([]),
+        Says(HISTORY_RULE),
+    ] = Field(default_factory=list)
+
     @property
     def stream(self) -> bool:
         return bool(self.parameters.get("stream"))
@@ -276,7 +305,18 @@ def query_request(data: Any) -> QueryRequest:
     """
     if isinstance(data, Mapping) and not isinstance(data, dict):
         data = dict(data)
-    return validated(QueryRequest, data)
+    request = validated(QueryRequest, data)
+    if request.history and request.session_id is not None:
+        raise ValidationError(
+            QueryRequest.refused_message,
+            details={
+                "fields": {
+                    "history": "Not with session_id: a session keeps its own history. "
+                    "Send one or the other."
+                }
+            },
+        )
+    return request
 
 
 class QueryTypeRequest(Contract):

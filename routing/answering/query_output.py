@@ -107,12 +107,23 @@ class Routing(BaseModel):
     )
 
 
+class Usage(BaseModel):
+    """Tokens the answering flow's LLM calls used, as its backend reported them."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+
+
 class QueryAnswer(BaseModel):
     """The answer, its session and request ids, and (by default) why."""
 
     answer: str
     session_id: Uuid
     request_id: Uuid
+    usage: Usage | None = Field(
+        default=None, description="Present when the backend that answered reported tokens."
+    )
     routing: Routing | None = Field(
         default=None, description="Present unless include_routing_metadata is false."
     )

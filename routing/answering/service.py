@@ -31,11 +31,10 @@ from flywheel.models import ApiKey, Tenant
 from routing.answering.classify import classify_intent, classify_type
 from routing.answering.execution import StreamProgress, run_chain, stream_chain
 from routing.answering.outcome import answered_locally, conclude, recorded
-from routing.answering.preparation import history_for_query, plan_query, prepare
+from routing.answering.preparation import given_history, history_for_query, plan_query, prepare
 from routing.answering.query import Query, as_turns, in_flight, requested_method
 from routing.answering.query_input import QueryRequest, query_request
 from routing.answering.sessions import (
-    PastTurn,
     session_recent,
 )
 from routing.errors import BackendUnavailableError, NoMatchingFlowError
@@ -237,7 +236,7 @@ async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dic
     an unavailable backend) is part of the plan, under ``error``.
     """
     state = await current_state()
-    history: list[PastTurn] = []
+    history = given_history(request)
     if request.session_id is not None and tenant is not None:
         _, history = await db(session_recent)(tenant_id=tenant.pk, session_id=request.session_id)
     intent = await classify_intent(state, request.question, as_turns(history[-5:]), request.intent)

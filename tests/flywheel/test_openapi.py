@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 pytestmark = pytest.mark.django_db
 
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
+OPENAI_ERROR_REF = {"$ref": "#/components/schemas/OpenAIError"}  # the OpenAI door's
 BACKEND = "/api/v1/backends/{id}"
 CHATFLOW = "/api/v1/chatflows/{chatflow_id}"
 # Every operation and each error status it can answer.
@@ -50,6 +51,8 @@ ERRORS = {
     ("delete", CHATFLOW): {400, 401, 403, 404, 429, 502, 504},
     ("post", f"{CHATFLOW}/deploy"): {400, 401, 403, 404, 415, 429, 502, 504},
     ("post", f"{CHATFLOW}/predict"): {400, 401, 404, 415, 429, 502, 503, 504},
+    ("post", "/v1/chat/completions"): {400, 401, 404, 415, 429, 502, 503},
+    ("get", "/v1/models"): {401, 429, 503},
 }
 
 
@@ -98,7 +101,8 @@ def test_every_error_is_documented_in_the_error_shape(schema) -> None:
         for status, response in operation["responses"].items():
             if int(status) >= 400:
                 content = response["content"]
-                assert content == {"application/json": {"schema": ERROR_REF}}, (method, path)
+                shape = OPENAI_ERROR_REF if path.startswith("/v1/") else ERROR_REF
+                assert content == {"application/json": {"schema": shape}}, (method, path)
     error = schema["components"]["schemas"]["Error"]
     assert error["properties"]["error"]["required"] == ["type", "message", "details"]
 

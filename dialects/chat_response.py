@@ -1,0 +1,81 @@
+"""What the OpenAI-compatible door answers, as models: its OpenAPI schema is drawn from
+them (dialects/openapi.py), and its tests read the answers through OpenAI's own SDK."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Flywheel(BaseModel):
+    """What Flywheel did for the answer: never in the answer's text."""
+
+    request_id: str
+    session_id: str
+    intent: str | None
+    backend: str | None
+    flow: str | None
+    fallback_used: bool
+    trace_url: str = Field(description="The decision's trace page.")
+    warnings: list[str] = Field(description="What the request asked that was not passed on.")
+
+
+class ChatMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+    refusal: str | None
+
+
+class Choice(BaseModel):
+    index: int
+    message: ChatMessage
+    finish_reason: Literal["stop"]
+    logprobs: dict[str, Any] | None
+
+
+class CompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    """A chat completion, as OpenAI's API gives it, with the ``flywheel`` field."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: CompletionUsage | None = Field(
+        description="Present when the backend that answered reported tokens."
+    )
+    system_fingerprint: str | None
+    flywheel: Flywheel
+
+
+class Model(BaseModel):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[Model]
+
+
+class OpenAIErrorBody(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+    flywheel: dict[str, Any] = Field(description="The error in Flywheel's own shape.")
+
+
+class OpenAIError(BaseModel):
+    """An error, in OpenAI's shape."""
+
+    error: OpenAIErrorBody
