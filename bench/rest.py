@@ -16,6 +16,11 @@ counts every request without refusing any.
    off; prints both and the median of the paired differences (the cost of
    one Redis round trip). bench/ratelimit.py measures the check alone.
 
+4. The OpenAI-compatible door's cost: on the same server, the same questions
+   alternate between POST /api/v1/query and POST /v1/chat/completions (both
+   forced to the instant stand-in); prints both and the median of the paired
+   differences.
+
 The client is bench/loadgen.py, so that the load generator's own CPU, on
 the same cores, stays small.
 
@@ -155,6 +160,39 @@ async def limiter_cost(port: int, key: str, unlimited_key: str) -> None:
     print(f"  the limiter's cost (median of paired differences): {paired:.3f} ms")
 
 
+async def dialect_cost(port: int, key: str) -> None:
+    pool = questions(exclude=frozenset({"summarize", "conversation-query"}))[:400]
+    flywheel = await HttpConnection.open("127.0.0.1", port)
+    headers = {"Authorization": f"Bearer {key}"}
+
+    async def timed(path: str, body: dict[str, object]) -> float:
+        started = time.perf_counter()
+        status, answer = await flywheel.post(path, body, headers)
+        expect_ok(status, answer)
+        return (time.perf_counter() - started) * 1000
+
+    def chat(question: str) -> dict[str, object]:
+        return {
+            "model": "flywheel",
+            "messages": [{"role": "user", "content": question}],
+            "flywheel": {"backend": "instant"},
+        }
+
+    for question in pool[:50]:
+        await timed("/api/v1/query", ask(question, "instant"))
+        await timed("/v1/chat/completions", chat(question))
+    query_ms: list[float] = []
+    chat_ms: list[float] = []
+    for question in pool * 2:  # in pairs, so that drift on the shared cores hits both alike
+        query_ms.append(await timed("/api/v1/query", ask(question, "instant")))
+        chat_ms.append(await timed("/v1/chat/completions", chat(question)))
+    flywheel.close()
+    print(f"  POST /api/v1/query, ms:          {summary(query_ms)}")
+    print(f"  POST /v1/chat/completions, ms:   {summary(chat_ms)}")
+    paired = statistics.median(c - q for c, q in zip(chat_ms, query_ms, strict=True))
+    print(f"  the OpenAI door's cost (median of paired differences): {paired:.3f} ms")
+
+
 async def throughput(port: int, key: str, clients: int = 16, seconds: float = 5.0) -> None:
     pool = questions(exclude=frozenset({"summarize", "conversation-query"}))
     headers = {"Authorization": f"Bearer {key}"}
@@ -260,6 +298,8 @@ def main() -> None:
             wait_for(f"http://127.0.0.1:{port}/healthz")
             print("Rate limiter, 1 uvicorn worker:")
             asyncio.run(limiter_cost(port, key, unlimited_key))
+            print("OpenAI-compatible door, 1 uvicorn worker:")
+            asyncio.run(dialect_cost(port, unlimited_key))
         finally:
             server.terminate()
             server.wait(timeout=20)
