@@ -2,10 +2,12 @@
 
 The messages become a universal query (routing/answering/query_input.py): the
 last message, the user's, is the question; the exchanges before it are the
-conversation the caller keeps (``history``), sent to whichever flow answers.
-Consecutive user messages are joined. System and developer messages are not
-sent (a flow has its own prompt), nor are sampling options no flow takes
-(``top_p``, ``stop``, ...): the answer's ``flywheel.warnings`` says so. What
+conversation the caller keeps (``history``), sent to whichever flow answers (a
+user message no answer followed is an exchange without an answer; the newest
+20 exchanges, each question cut to 2,000 characters and answer to 8,000).
+System and developer messages are not sent (a flow has its own prompt), nor
+are sampling options no flow takes (``top_p``, ``stop``, ...): the answer's
+``flywheel.warnings`` says so. What
 Flywheel cannot do is refused: tool calls, content that is not text, more than
 one choice. ``temperature`` and ``max_tokens`` (or ``max_completion_tokens``)
 go to the flow as parameters.
@@ -18,11 +20,14 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from flywheel.contract import Contract, Says, validated
+from chatflows.filters import IntentSlug
+from flywheel.contract import NOT_BLANK, Contract, Says, validated
 from flywheel.errors import ValidationError
 from routing.answering.query_input import (
+    MAX_BACKEND,
     MAX_HISTORY,
     MAX_HISTORY_ANSWER,
+    MAX_HISTORY_QUESTION,
     QueryRequest,
     query_request,
 )
@@ -69,10 +74,11 @@ class StreamOptions(TypedDict, total=False):
 
 @with_config(ConfigDict(extra="forbid", strict=True))
 class FlywheelOptions(TypedDict, total=False):
-    """Flywheel's own options (``extra_body={"flywheel": {...}}`` in OpenAI's SDK)."""
+    """Flywheel's own options (``extra_body={"flywheel": {...}}`` in OpenAI's SDK): as the
+    universal query's fields of the same names."""
 
-    intent: str
-    backend: str
+    intent: IntentSlug
+    backend: Annotated[str, Field(min_length=1, max_length=MAX_BACKEND, pattern=NOT_BLANK)]
     fallback: bool
 
 
@@ -140,26 +146,31 @@ def _refused(field: str, message: str) -> ValidationError:
 
 
 def conversation(messages: list[Message]) -> tuple[str, list[dict[str, str]], bool]:
-    """The question (the last message, the user's, with any user messages just before
-    it), the exchanges before it, and whether system or developer messages were left
-    out. Raises ValidationError if the last message is not the user's."""
+    """The question (the last message, the user's), the exchanges before it, and whether
+    system or developer messages were left out. A user message no answer followed is
+    an exchange without an answer. Raises ValidationError if the last message is not
+    the user's."""
     if messages[-1]["role"] != "user":
         raise _refused("messages", "The last message must be the user's: it is the question.")
     history: list[dict[str, str]] = []
-    asked: list[str] = []
+    asked: str | None = None
     instructions = False
-    for message in messages:
+    for message in messages[:-1]:
         role, text = message["role"], _text(message)
         if role in ("system", "developer"):
             instructions = True
         elif role == "user":
-            asked.append(text)
-        else:  # an answer: it closes the exchange the user's messages before it opened
-            history.append({"question": "\n\n".join(asked), "answer": text})
-            asked = []
+            if asked is not None:
+                history.append({"question": asked, "answer": ""})
+            asked = text
+        else:  # an answer: it closes the exchange the user's message before it opened
+            history.append({"question": asked or "", "answer": text[:MAX_HISTORY_ANSWER]})
+            asked = None
+    if asked is not None:
+        history.append({"question": asked, "answer": ""})
     for exchange in history:
-        exchange["answer"] = exchange["answer"][:MAX_HISTORY_ANSWER]
-    return "\n\n".join(asked), history[-MAX_HISTORY:], instructions
+        exchange["question"] = exchange["question"][:MAX_HISTORY_QUESTION]
+    return _text(messages[-1]), history[-MAX_HISTORY:], instructions
 
 
 def chat_query(

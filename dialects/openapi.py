@@ -22,6 +22,7 @@ _ERRORS = {
     "400": "Not valid: a field, or what Flywheel cannot serve (tools, images, n > 1).",
     "401": "No API key, or not a valid one.",
     "404": "No such model, or no flow serves the question.",
+    "413": "The request body is over the limit (FLYWHEEL_MAX_BODY_BYTES).",
     "415": "Not sent as JSON.",
     "429": "Too many requests for this key: see Retry-After.",
     "502": "Every backend that could answer failed.",
@@ -58,7 +59,7 @@ def add_openai_endpoints(
         "example": STREAM_EXAMPLE,
     }
     paths["/v1/chat/completions"] = {
-        "post": _with_errors(chat, ("400", "401", "404", "415", "429", "502", "503"))
+        "post": _with_errors(chat, ("400", "401", "404", "413", "415", "429", "502", "503"))
     }
     models = operation(
         "openai_models_list",

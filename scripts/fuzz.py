@@ -148,6 +148,29 @@ def _fit_query(body: dict[str, Any]) -> None:
         body["backend"] = _pick(BACKENDS, backend)
 
 
+def _fit_chat(body: dict[str, Any]) -> None:
+    """An OpenAI-style completion: most models become the routed one (the rest stay
+    unknown, so model_not_found is tested too); Flywheel's options as a query's."""
+    model = body.get("model")
+    if isinstance(model, str) and model != "flywheel" and len(model) % 3:
+        body["model"] = "flywheel"
+    messages = body.get("messages")
+    if isinstance(messages, list) and 0 < len(messages) < 1000:
+        # The schema cannot say that the last message must be the user's question.
+        last = messages[-1]
+        content = last.get("content") if isinstance(last, dict) else None
+        if not (
+            isinstance(last, dict)
+            and last.get("role") == "user"
+            and isinstance(content, str)
+            and content.strip()
+            and len(content.strip()) <= 10_000
+        ):
+            messages.append({"role": "user", "content": "What is a flywheel?"})
+    if isinstance(body.get("flywheel"), dict):
+        _fit_query(body["flywheel"])
+
+
 def _fit_backend(body: dict[str, Any]) -> None:
     url, name = body.get("base_url"), body.get("name")
     if isinstance(url, str) and len(url) <= 500 and URL.fullmatch(url):
@@ -251,6 +274,8 @@ def before_call(
         return
     if path in {"/api/v1/query", "/api/v1/route"}:
         _fit_query(case.body)
+    elif path == "/v1/chat/completions":
+        _fit_chat(case.body)
     elif path.startswith("/api/v1/backends"):
         _fit_backend(case.body)
 

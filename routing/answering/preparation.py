@@ -6,6 +6,7 @@ backend, no flow) is recorded as the query's decision.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from django.conf import settings
@@ -47,7 +48,6 @@ from routing.selection.state import forget as forget_state
 async def _open_session(query: Query) -> None:
     if query.request.session_id is None:
         query.session_id = session_new(tenant_id=query.tenant.pk)
-        query.history = given_history(query.request)
         return
     key = session_key(query.request.session_id)
     recent = session_cached(tenant_id=query.tenant.pk, session_id=key)
@@ -57,10 +57,15 @@ async def _open_session(query: Query) -> None:
     query.session_id, query.history = key, recent
 
 
-def given_history(request: QueryRequest) -> list[PastTurn]:
+async def given_history(state: RoutingState, request: QueryRequest) -> list[PastTurn]:
     """The conversation a caller keeps itself (``history``), as turns no backend answered
-    here: it travels to whichever flow answers (history_for_query)."""
-    return [PastTurn(e["question"], e["answer"], "", None) for e in request.history]
+    here (so it travels to whichever flow answers: history_for_query); the last one
+    with its intent, which a follow-up keeps as a session's would."""
+    turns = [PastTurn(e["question"], e["answer"], "", None) for e in request.history]
+    if turns:
+        said = await classify_intent(state, turns[-1].question, as_turns(turns[-6:-1]), None)
+        turns[-1] = dataclasses.replace(turns[-1], intent=said.intent)
+    return turns
 
 
 async def _full_history(query: Query) -> list[PastTurn]:
@@ -77,6 +82,8 @@ async def prepare(query: Query, state: RoutingState) -> None:
     """Session, classification and the plan (run inside recorded: a refusal is recorded)."""
     request = query.request
     await _open_session(query)
+    if request.history:
+        query.history = await given_history(state, request)
     query.intent = await classify_intent(
         state, request.question, as_turns(query.history), request.intent
     )

@@ -10,9 +10,9 @@ canonical form); ``parameters`` an object of plain JSON under 20000 bytes,
 nested at most 32 levels counting the query itself; ``flow`` a flow to run
 (Flywheel's Flow id, or the backend's own id for it: 1-200 characters);
 ``fallback`` true or false (with ``flow``: may other flows answer if it
-fails); ``history`` at most 100 earlier exchanges (``question`` and ``answer``,
-text) of a conversation the caller keeps itself, not with ``session_id``; no
-other field. No string may hold a NUL character or a lone
+fails); ``history`` at most 20 earlier exchanges (``question`` up to 2,000
+characters and ``answer`` up to 8,000) of a conversation the caller keeps
+itself, not with ``session_id``; no other field. No string may hold a NUL character or a lone
 surrogate, whichever door it came through (the REST doors' JSON parser
 refuses them first).
 """
@@ -46,11 +46,16 @@ from flywheel.jsonin import LONE_SURROGATE, json_problem, string_problem
 MAX_QUESTION = 10_000
 MAX_BACKEND = 100
 MAX_PARAMETERS_BYTES = 20_000
-MAX_HISTORY = 100  # exchanges
-MAX_HISTORY_ANSWER = 65_536  # characters: FLYWHEEL_MAX_STORED_ANSWER_CHARS' default
+# A caller's history: the newest exchanges, each within these characters. A flow gets at
+# most FLYWHEEL_HISTORY_BUDGET_CHARS of it (32,000 by default), and the largest valid
+# query, every character escaped in its JSON, stays within the request body's limit.
+MAX_HISTORY = 20  # exchanges
+MAX_HISTORY_QUESTION = 2_000
+MAX_HISTORY_ANSWER = 8_000
 HISTORY_RULE = (
-    f"Must be a list of at most {MAX_HISTORY} earlier exchanges, each "
-    '{"question": text, "answer": text}, oldest first.'
+    f"Must be a list of at most {MAX_HISTORY} earlier exchanges, oldest first, each "
+    f'{{"question": text of up to {MAX_HISTORY_QUESTION} characters, "answer": text of up '
+    f"to {MAX_HISTORY_ANSWER}}}."
 )
 SESSION_ID_RULE = "Must be a UUID returned by an earlier answer."
 # A session id as answers give it (and the schema's "uuid" format): 8-4-4-4-12 hex digits.
@@ -186,7 +191,7 @@ def _again(err: PydanticError) -> list[InitErrorDetails]:
 class GivenExchange(TypedDict):
     """An earlier exchange of a conversation the caller keeps itself."""
 
-    question: Annotated[str, Field(max_length=MAX_QUESTION), _stripped_text()]
+    question: Annotated[str, Field(max_length=MAX_HISTORY_QUESTION), _stripped_text()]
     answer: Annotated[str, Field(max_length=MAX_HISTORY_ANSWER), _stripped_text()]
 
 
@@ -195,6 +200,18 @@ class QueryRequest(Contract):
 
     refused_message = "The query is not valid."
     unknown_fields = "unknown_fields"
+    # The one rule between fields, in the schema too: history, or a session, not both.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["history", "session_id"],
+                "properties": {
+                    "history": {"type": "array", "minItems": 1},
+                    "session_id": {"type": "string"},
+                },
+            }
+        }
+    )
 
     question: Annotated[
         str,

@@ -236,7 +236,7 @@ async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dic
     an unavailable backend) is part of the plan, under ``error``.
     """
     state = await current_state()
-    history = given_history(request)
+    history = await given_history(state, request)
     if request.session_id is not None and tenant is not None:
         _, history = await db(session_recent)(tenant_id=tenant.pk, session_id=request.session_id)
     intent = await classify_intent(state, request.question, as_turns(history[-5:]), request.intent)

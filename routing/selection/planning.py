@@ -255,6 +255,35 @@ class FlowNotRoutable(Exception):
     """The named flow is not among the routable ones: the caller looks up why."""
 
 
+def _runnable(
+    state: RoutingState,
+    backend: BackendEntry,
+    entry: FlowEntry,
+    intent: str,
+    now: datetime,
+    trial: Trial | None,
+) -> Candidate | None:
+    """``entry`` on ``backend`` as a candidate, if its backend and its flow's breaker let
+    it run (healthy or not yet probed)."""
+    health = state.health.get(backend.id)
+    scope = (backend.id, entry.id, intent)
+    if not (
+        (health is None or health.healthy)
+        and tryable((backend.id,), health, now, trial)
+        and tryable(scope, state.scopes.get(scope), now, trial)
+    ):
+        return None
+    return scored(
+        backend,
+        entry,
+        intent=intent,
+        match=match_score(entry, intent),
+        health=HealthEntry(True),
+        estimate=estimates_for(state, [backend], intent)(backend, entry),
+        policy=state.policy,
+    )
+
+
 def _named_flows(
     backends: list[BackendEntry], flow: str, preference: str
 ) -> list[tuple[BackendEntry, FlowEntry]]:
@@ -279,47 +308,33 @@ def plan_flow(
     trial: Trial | None = None,
 ) -> Plan:
     """Run one given flow (a Flow id or the backend's id for it); with ``fallback``, the
-    usual candidates for the intent follow it. The method is "explicit".
+    usual candidates for the intent follow it. The method is "explicit". A flow whose
+    id is on several backends (the same flow served by each) runs on the best of them,
+    and the others follow it.
 
-    Raises FlowNotRoutable when the caller's routable flows hold no such flow,
-    ValidationError when the id is on several backends, and
-    BackendUnavailableError when its backend is down or in cooldown (unless
-    ``fallback``).
+    Raises FlowNotRoutable when the caller's routable flows hold no such flow, and
+    BackendUnavailableError when every backend holding it is down or in cooldown
+    (unless ``fallback``).
     """
     backends = state.backends_for(tenant_id)
     named = _named_flows(backends, flow, preference)
     if not named:
         raise FlowNotRoutable(flow)
-    if len(named) > 1:
-        raise ValidationError(
-            f"Flow id {flow!r} is on several backends: name one with 'backend'.",
-            details={"flow": flow, "backends": sorted(b.name for b, _ in named)},
-        )
-    backend, entry = named[0]
-    health = state.health.get(backend.id)
-    scope = (backend.id, entry.id, intent)
-    usable = (
-        (health is None or health.healthy)
-        and tryable((backend.id,), health, now, trial)
-        and tryable(scope, state.scopes.get(scope), now, trial)  # its flow's breaker too
+    first = sorted(
+        (
+            candidate
+            for backend, entry in named
+            if (candidate := _runnable(state, backend, entry, intent, now, trial)) is not None
+        ),
+        key=lambda c: -c.score,
     )
-    first: list[Candidate] = []
-    if usable:
-        first.append(
-            scored(
-                backend,
-                entry,
-                intent=intent,
-                match=match_score(entry, intent),
-                health=HealthEntry(True),  # usable: healthy or not yet probed
-                estimate=estimates_for(state, [backend], intent)(backend, entry),
-                policy=state.policy,
-            )
-        )
-    elif not fallback:
+    backend, entry = named[0]
+    if not first and not fallback:
+        holders = ", ".join(repr(b.name) for b, _ in named)
         raise BackendUnavailableError(
-            f"Backend {backend.name!r} of flow {entry.name!r} is unavailable "
-            "(unhealthy or in cooldown).",
+            f"Backend {holders} of flow {entry.name!r} is unavailable (unhealthy or in cooldown)."
+            if len(named) == 1
+            else f"Every backend of flow {entry.name!r} ({holders}) is unavailable.",
             details={"backend": backend.name, "flow": flow},
         )
     rest: tuple[Candidate, ...] = ()
@@ -336,7 +351,8 @@ def plan_flow(
             ).candidates
         except NoMatchingFlowError:
             others = ()
-        rest = tuple(c for c in others if c.flow.id != entry.id)
+        ids = {e.id for _, e in named}
+        rest = tuple(c for c in others if c.flow.id not in ids)
     if not first and not rest:
         raise BackendUnavailableError(
             f"Backend {backend.name!r} of flow {entry.name!r} is unavailable, and no other "

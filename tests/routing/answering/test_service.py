@@ -1285,3 +1285,45 @@ def test_an_llm_free_flow_reports_no_usage_rather_than_zero(world: World, tenant
     ask(tenant, question=REVIEW, backend="fw")  # the captured echo agentflow
 
     assert PerformanceRecord.objects.get().total_tokens is None
+
+
+# --- a conversation the caller keeps ------------------------------------------------------
+
+
+def test_a_history_the_caller_keeps_goes_to_the_flow_and_steers_a_follow_up(
+    world: World, tenant: Tenant
+) -> None:
+    """``history`` (OpenAI-style clients keep the conversation themselves): it travels
+    to whichever flow answers, and a follow-up that names no intent keeps the
+    conversation's, as with a session."""
+    history = [{"question": "Please review my pull request", "answer": "Two nits."}]
+
+    answered = ask(tenant, question="And the tests too?", history=history)
+
+    assert answered["routing"]["intent"] == "code-review"
+    assert answered["routing"]["method"] == "context"
+    sent = world.sent_to_flowise() if answered["routing"]["backend"] == "fw" else None
+    if sent is None:
+        sent = world.sent_to_langflow()
+        assert "Two nits." in json.dumps(sent)
+    else:
+        assert sent["history"] == [
+            {"role": "userMessage", "content": "Please review my pull request"},
+            {"role": "apiMessage", "content": "Two nits."},
+        ]
+    stored = Turn.objects.filter(session_id=answered["session_id"])
+    assert [t.question for t in stored] == ["And the tests too?"]  # not a copy of the history
+
+
+def test_a_history_with_a_session_is_refused_as_either_or(world: World, tenant: Tenant) -> None:
+    session = ask(tenant, question=REVIEW)["session_id"]
+
+    refused = fails(
+        tenant,
+        ValidationError,
+        question="And the tests?",
+        session_id=session,
+        history=[{"question": "q", "answer": "a"}],
+    )
+
+    assert "Not with session_id" in refused.details["fields"]["history"]

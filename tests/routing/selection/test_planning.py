@@ -13,11 +13,14 @@ import random
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from django.db.models import Q
 from django.utils import timezone
 
+from backends.models import Backend, BackendHealth
+from chatflows.models import Flow
 from flywheel.models import Tenant
 from routing.answering.query_input import query_request
 from routing.answering.service import answer_question, route_question
@@ -118,3 +121,42 @@ def test_a_dry_run_shows_routing_preference_without_exploring(world: World, tena
 
     served = [ask(tenant)["routing"]["backend"] for _ in range(20)]
     assert "fw" in served  # a real question explores
+
+
+def test_a_flow_on_several_backends_runs_on_one_and_falls_back_to_the_others(
+    world: World, tenant: Tenant
+) -> None:
+    """The same flow on two backends (one server registered twice, or a replica): asked
+    by its id it runs on one, and if that fails, on the other. It was refused: "Flow id
+    ... is on several backends"."""
+    twin = Backend.objects.create(name="fw-twin", kind="flowise", base_url="http://fw2.test")
+    BackendHealth.objects.create(backend=twin, healthy=True)
+    Flow.objects.create(
+        backend=twin,
+        external_id=world.fw_flow.external_id,
+        name="reviewer",
+        deployed=True,
+        intent_keywords=world.fw_flow.intent_keywords,
+    )
+    twin_route = world.router.post(url__regex=r"http://fw2\.test/api/v1/prediction/.*").mock(
+        return_value=response("flowise", "prediction_agentflow")
+    )
+    refresh()
+    asked = query_request({"question": REVIEW, "flow": world.fw_flow.external_id})
+
+    answered = async_to_sync(answer_question)(asked, tenant=tenant)
+    first = answered["routing"]["backend"]
+    world.fail(world.fw_route)
+    twin_route.mock(return_value=httpx.Response(500, json={"message": "boom"}))
+    failing = world.fw_route if first == "fw" else twin_route
+    other = twin_route if first == "fw" else world.fw_route
+    other.mock(return_value=response("flowise", "prediction_agentflow"))
+    fallen = async_to_sync(answer_question)(asked, tenant=tenant)
+    drain()
+
+    assert first in {"fw", "fw-twin"}
+    assert answered["routing"]["routing_method"] == "explicit"
+    assert failing.calls.call_count >= 2
+    chain = [a["backend"] for a in fallen["routing"]["fallback_chain"]]
+    assert chain == [first, "fw-twin" if first == "fw" else "fw"]
+    assert fallen["routing"]["flow"] == "reviewer"
