@@ -58,3 +58,15 @@ def model_named(state: RoutingState, tenant_id: int, model: str) -> FlowModel | 
             details={"model": model[:200]},
         )
     return found
+
+
+def flow_ref(state: RoutingState, tenant_id: int, ref: str) -> str:
+    """The flow a compatible door's path names, as a query names it: its backend's id or
+    Flywheel's, as given; else the backend's id of the flow of that name (case aside).
+    What names no flow is left as given (the query refuses it: not found)."""
+    backends = state.backends_for(tenant_id)
+    flows = [f for b in backends for f in b.flows]
+    if any(f.external_id == ref or str(f.id) == ref for f in flows):
+        return ref
+    named = [f for f in flows if f.name.lower() == ref.lower()]
+    return named[0].external_id if named else ref

@@ -23,10 +23,10 @@ from django.http.response import HttpResponseBase
 
 from dialects.catalog import OWNER, ROUTED, flow_models, model_named
 from dialects.chat_request import ChatRequest, chat_query, chat_request
+from dialects.extension import flywheel_field, routing_headers
 from flywheel.asyncapi import async_api, error_response, json_body
 from flywheel.errors import ApplicationError
 from flywheel.models import ApiKey
-from flywheel.rest import absolute_url
 from routing.answering.service import answer_question, query_refused, stream_answer
 from routing.selection.state import current_state
 
@@ -68,28 +68,6 @@ def openai_error_response(err: ApplicationError) -> JsonResponse:
     return response
 
 
-def _routing_headers(flywheel: dict[str, Any]) -> dict[str, str]:
-    names = {"intent": "Intent", "backend": "Backend", "flow": "Flow", "request_id": "Request-Id"}
-    headers = {f"X-Flywheel-{h}": str(flywheel[k]) for k, h in names.items() if flywheel.get(k)}
-    headers["X-Flywheel-Trace"] = flywheel["trace_url"]
-    return {name: value.encode("ascii", "replace").decode() for name, value in headers.items()}
-
-
-def _flywheel(request: HttpRequest, body: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
-    """What Flywheel did for the answer ``body``: the extension field."""
-    routing = body.get("routing") or {}
-    return {
-        "request_id": body["request_id"],
-        "session_id": body["session_id"],
-        "intent": routing.get("intent"),
-        "backend": routing.get("backend"),
-        "flow": routing.get("flow"),
-        "fallback_used": routing.get("fallback_used", False),
-        "trace_url": absolute_url(request, body["trace_url"]),
-        "warnings": warnings,
-    }
-
-
 def _usage(body: dict[str, Any]) -> dict[str, int] | None:
     usage = body.get("usage")
     if not usage:
@@ -124,7 +102,7 @@ async def chat_completions(request: HttpRequest, api_key: ApiKey) -> HttpRespons
         response["X-Accel-Buffering"] = "no"
         return response
     body = await answer_question(query, tenant=api_key.tenant)
-    flywheel = _flywheel(request, body, warnings)
+    flywheel = flywheel_field(request, body, warnings)
     completion: dict[str, Any] = {
         "id": f"chatcmpl-{body['request_id']}",
         "object": "chat.completion",
@@ -142,7 +120,7 @@ async def chat_completions(request: HttpRequest, api_key: ApiKey) -> HttpRespons
         "system_fingerprint": None,
         "flywheel": flywheel,
     }
-    return JsonResponse(completion, headers=_routing_headers(flywheel))
+    return JsonResponse(completion, headers=routing_headers(flywheel))
 
 
 def _sse(data: dict[str, Any]) -> str:
@@ -178,7 +156,7 @@ async def _chunks(
         if name == "chunk":
             yield chunk({"content": event["text"]})
         elif name == "end":
-            flywheel = _flywheel(request, event, warnings)
+            flywheel = flywheel_field(request, event, warnings)
             yield chunk({}, "stop", flywheel=flywheel)
             if (chat.stream_options or {}).get("include_usage"):
                 yield _sse({"id": chunk_id, **head, "choices": [], "usage": _usage(event)})

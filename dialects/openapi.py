@@ -1,8 +1,8 @@
-"""OpenAPI for the OpenAI-compatible door, drawn from its request and answer models.
+"""OpenAPI for the dialects' doors, drawn from their request and answer models.
 
 A drf-spectacular post-processing hook (SPECTACULAR_SETTINGS), run before the
-hook that adds Flywheel's error shape everywhere: this door's errors take
-OpenAI's shape, so they are set here first.
+hook that adds Flywheel's error shape everywhere: these doors' errors take their
+dialect's shape, so they are set here first.
 """
 
 from __future__ import annotations
@@ -10,7 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from dialects.chat_request import ChatRequest
-from dialects.chat_response import ChatCompletion, ModelList, OpenAIError
+from dialects.flowise_api import PredictionRequest
+from dialects.responses import (
+    ChatCompletion,
+    ChunkEvent,
+    FlowiseAnswer,
+    FlowiseError,
+    FlowiseStreaming,
+    ModelList,
+    OpenAIError,
+)
 from flywheel.openapi import operation
 from flywheel.schemas import openapi_schema
 
@@ -21,7 +30,7 @@ STREAM_EXAMPLE = (
 _ERRORS = {
     "400": "Not valid: a field, or what Flywheel cannot serve (tools, images, n > 1).",
     "401": "No API key, or not a valid one.",
-    "404": "No such model, or no flow serves the question.",
+    "404": "No such model or flow, or no flow serves the question.",
     "413": "The request body is over the limit (FLYWHEEL_MAX_BODY_BYTES).",
     "415": "Not sent as JSON.",
     "429": "Too many requests for this key: see Retry-After.",
@@ -30,14 +39,16 @@ _ERRORS = {
 }
 
 
-ERROR_REF = {"$ref": "#/components/schemas/OpenAIError"}
-
-
-def _with_errors(built: dict[str, Any], statuses: tuple[str, ...]) -> dict[str, Any]:
-    error = {"content": {"application/json": {"schema": ERROR_REF}}}
+def _with_errors(
+    built: dict[str, Any],
+    statuses: tuple[str, ...],
+    error: str = "OpenAIError",
+    tag: str = "openai",
+) -> dict[str, Any]:
+    shape = {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{error}"}}}}
     for status in statuses:
-        built["responses"][status] = {"description": _ERRORS[status], **error}
-    built["tags"] = ["openai"]
+        built["responses"][status] = {"description": _ERRORS[status], **shape}
+    built["tags"] = [tag]
     return built
 
 
@@ -48,6 +59,7 @@ def add_openai_endpoints(
     paths = result.setdefault("paths", {})
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas["OpenAIError"] = openapi_schema(OpenAIError)
+    schemas["FlowiseError"] = openapi_schema(FlowiseError)
     chat = operation(
         "openai_chat_completions_create",
         "A chat completion, OpenAI-compatible (Server-Sent Events when stream is true)",
@@ -55,7 +67,7 @@ def add_openai_endpoints(
         openapi_schema(ChatRequest),
     )
     chat["responses"]["200"]["content"]["text/event-stream"] = {
-        "schema": {"type": "string"},
+        "schema": openapi_schema(ChunkEvent),
         "example": STREAM_EXAMPLE,
     }
     paths["/v1/chat/completions"] = {
@@ -68,4 +80,44 @@ def add_openai_endpoints(
         None,
     )
     paths["/v1/models"] = {"get": _with_errors(models, ("401", "429", "503"))}
+    _add_flowise(paths)
     return result
+
+
+FLOW = {
+    "name": "flow",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+    "description": "The flow: its Flowise id, Flywheel's id, or its name.",
+}
+
+
+def _add_flowise(paths: dict[str, Any]) -> None:
+    predict = operation(
+        "flowise_prediction_create",
+        "Flowise's prediction API (Flowise's event stream when streaming is true)",
+        openapi_schema(FlowiseAnswer),
+        openapi_schema(PredictionRequest),
+    )
+    predict["parameters"] = [FLOW]
+    predict["responses"]["200"]["content"]["text/event-stream"] = {
+        "schema": openapi_schema(ChunkEvent),
+        "example": 'message:\ndata:{"event": "token", "data": "Hello"}\n\n',
+    }
+    statuses = ("400", "401", "404", "413", "415", "429", "502", "503")
+    paths["/compat/flowise/api/v1/prediction/{flow}"] = {
+        "post": _with_errors(predict, statuses, "FlowiseError", "flowise")
+    }
+    streaming = operation(
+        "flowise_chatflows_streaming_retrieve",
+        "Whether a flow streams (always: Flowise's client asks, without a key)",
+        openapi_schema(FlowiseStreaming),
+        None,
+        tag="flowise",
+    )
+    streaming["parameters"] = [FLOW]
+    streaming.pop("security")
+    paths["/compat/flowise/api/v1/chatflows-streaming/{flow}"] = {
+        "get": _with_errors(streaming, ("404",), "FlowiseError", "flowise")
+    }

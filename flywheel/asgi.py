@@ -72,8 +72,8 @@ api_with_fast_lane = FastLane(
     },
     fallback=api,
 )
-# Paths served without the browser middleware: the REST API and the OpenAI-compatible door.
-API_PREFIXES = ("/api/", "/v1/")
+# Paths served without the browser middleware: the REST API and the dialects' doors.
+API_PREFIXES = ("/api/", "/v1/", "/compat/")
 
 
 class StaticFilesHandler(ASGIStaticFilesHandler):

@@ -132,6 +132,8 @@ def door_of(path: str) -> str:
         return "rest"
     if path.startswith("/v1/"):
         return "openai"
+    if path.startswith("/compat/"):
+        return "compat"
     if path.startswith("/admin/"):
         return "admin"
     if path.startswith("/static/"):

@@ -16,7 +16,7 @@ from analytics import pages
 from backends.api import BackendViewSet
 from chatflows import chatflow_api
 from chatflows.api import BackendDiscoverView, FlowListView
-from dialects import openai_api
+from dialects import flowise_api, openai_api
 from flywheel import errors, views
 from routing import api as routing_api
 from routing import chat
@@ -109,6 +109,17 @@ urlpatterns = [
     # The OpenAI-compatible door (dialects/): an OpenAI client's base URL is <site>/v1.
     path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),
     path("v1/models", openai_api.models, name="openai-models"),
+    # Flowise's and Langflow's run APIs (dialects/): an application changes its base URL.
+    path(
+        "compat/flowise/api/v1/prediction/<str:flow>",
+        flowise_api.prediction,
+        name="flowise-prediction",
+    ),
+    path(
+        "compat/flowise/api/v1/chatflows-streaming/<str:flow>",
+        flowise_api.chatflows_streaming,
+        name="flowise-chatflows-streaming",
+    ),
 ]
 
 admin.site.site_header = "Flywheel administration"
@@ -136,6 +147,9 @@ def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/v1/"):  # the OpenAI-compatible door: its errors' shape
         found = errors.not_found(request, exception)
         return JsonResponse(openai_api.openai_error(json.loads(found.content)), status=404)
+    if request.path.startswith("/compat/flowise/"):
+        found = errors.not_found(request, exception)
+        return JsonResponse(flowise_api.flowise_error(json.loads(found.content), 404), status=404)
     return defaults.page_not_found(request, exception)
 
 

@@ -152,6 +152,19 @@ async def session_remember(
 
 
 @reads_own_writes
+def session_known(*, tenant_id: int, session_id: str) -> str | None:
+    """``session_id`` in canonical form if the tenant has that session (in the cache or
+    the database), else None: a door whose clients choose their own conversation ids
+    (Flowise's chatId) starts a new session for any other."""
+    try:
+        key = uuid.UUID(session_id)
+    except ValueError:
+        return None
+    if session_cached(tenant_id=tenant_id, session_id=key) is not None:
+        return str(key)
+    return str(key) if Session.objects.filter(pk=key, tenant_id=tenant_id).exists() else None
+
+
 def session_get(*, tenant_id: int, session_id: str) -> Session:
     """The tenant's session row, once this process's pending writes have landed.
 

@@ -13,7 +13,10 @@ from rest_framework.test import APIClient
 pytestmark = pytest.mark.django_db
 
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
-OPENAI_ERROR_REF = {"$ref": "#/components/schemas/OpenAIError"}  # the OpenAI door's
+# The dialects' doors answer errors in their dialect's shape.
+OPENAI_ERROR_REF = {"$ref": "#/components/schemas/OpenAIError"}
+FLOWISE_ERROR_REF = {"$ref": "#/components/schemas/FlowiseError"}
+DIALECT_ERRORS = {"/v1/": OPENAI_ERROR_REF, "/compat/flowise/": FLOWISE_ERROR_REF}
 BACKEND = "/api/v1/backends/{id}"
 CHATFLOW = "/api/v1/chatflows/{chatflow_id}"
 # Every operation and each error status it can answer.
@@ -53,6 +56,8 @@ ERRORS = {
     ("post", f"{CHATFLOW}/predict"): {400, 401, 404, 415, 429, 502, 503, 504},
     ("post", "/v1/chat/completions"): {400, 401, 404, 413, 415, 429, 502, 503},
     ("get", "/v1/models"): {401, 429, 503},
+    ("post", "/compat/flowise/api/v1/prediction/{flow}"): {400, 401, 404, 413, 415, 429, 502, 503},
+    ("get", "/compat/flowise/api/v1/chatflows-streaming/{flow}"): {404},
 }
 
 
@@ -101,7 +106,10 @@ def test_every_error_is_documented_in_the_error_shape(schema) -> None:
         for status, response in operation["responses"].items():
             if int(status) >= 400:
                 content = response["content"]
-                shape = OPENAI_ERROR_REF if path.startswith("/v1/") else ERROR_REF
+                shape = next(
+                    (ref for prefix, ref in DIALECT_ERRORS.items() if path.startswith(prefix)),
+                    ERROR_REF,
+                )
                 assert content == {"application/json": {"schema": shape}}, (method, path)
     error = schema["components"]["schemas"]["Error"]
     assert error["properties"]["error"]["required"] == ["type", "message", "details"]

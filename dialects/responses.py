@@ -1,5 +1,5 @@
-"""What the OpenAI-compatible door answers, as models: its OpenAPI schema is drawn from
-them (dialects/openapi.py), and its tests read the answers through OpenAI's own SDK."""
+"""What the dialects' doors answer, as models: their OpenAPI schema is drawn from them
+(dialects/openapi.py), and their tests read the answers through the clients' own SDKs."""
 
 from __future__ import annotations
 
@@ -79,3 +79,35 @@ class OpenAIError(BaseModel):
     """An error, in OpenAI's shape."""
 
     error: OpenAIErrorBody
+
+
+class ChunkEvent(BaseModel):
+    """One Server-Sent Event of a streamed completion: ``data`` is a
+    ``chat.completion.chunk``, an error in OpenAI's shape, or ``[DONE]`` last."""
+
+    event: Literal["message"] = "message"
+    data: str = Field(description="A JSON document, or [DONE].")
+
+
+class FlowiseAnswer(BaseModel):
+    """A prediction, as Flowise answers it, with the ``flywheel`` field."""
+
+    text: str
+    question: str
+    chatId: str
+    chatMessageId: str
+    sessionId: str
+    flywheel: Flywheel
+
+
+class FlowiseError(BaseModel):
+    """An error, in Flowise's shape, with Flywheel's own beside it."""
+
+    statusCode: int
+    success: Literal[False]
+    message: str
+    error: dict[str, Any] = Field(description="The error in Flywheel's own shape.")
+
+
+class FlowiseStreaming(BaseModel):
+    isStreaming: bool
