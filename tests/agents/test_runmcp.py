@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -23,7 +22,6 @@ from pathlib import Path
 import httpx
 import httpx2
 import pytest
-from django.db import connection
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -37,29 +35,15 @@ from routing.install import defaults_load
 from routing.models import RoutingDecision
 from tests.paths import ROOT
 from tests.routing_world import refresh
+from tests.served import START_TIMEOUT, free_port, server_env, standing_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-START_TIMEOUT = 60.0
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def database_url() -> str:
-    """The test database this suite runs on (pytest-django made it)."""
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-def server_env(**extra: str) -> dict[str, str]:
-    """What a client config passes: stdio_client itself passes only HOME, PATH, ..."""
-    env = {k: v for k, v in os.environ.items() if k != "FLYWHEEL_API_KEY"}
-    return {**env, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1", **extra}
+@pytest.fixture
+def standin() -> Iterator[int]:
+    with standing_in() as port:
+        yield port
 
 
 def runmcp(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -79,31 +63,6 @@ def runmcp(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 class Served:
     key: str
     tenant: Tenant
-
-
-@pytest.fixture
-def standin() -> Iterator[int]:
-    port = free_port()
-    process = subprocess.Popen(  # noqa: S603
-        [sys.executable, "bench/standin.py", str(port), "0"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/api/v1/ping", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @pytest.fixture
