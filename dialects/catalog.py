@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chatflows.contract import FLOW_ID
 from flywheel.errors import NotFoundError
 from routing.selection.state import RoutingState
 
@@ -63,10 +64,15 @@ def model_named(state: RoutingState, tenant_id: int, model: str) -> FlowModel | 
 def flow_ref(state: RoutingState, tenant_id: int, ref: str) -> str:
     """The flow a compatible door's path names, as a query names it: its backend's id or
     Flywheel's, as given; else the backend's id of the flow of that name (case aside).
-    What names no flow is left as given (the query refuses it: not found)."""
+    An id no routable flow has is left to the query, which says why it cannot run (not
+    deployed, not found). Raises NotFoundError for what could be neither."""
     backends = state.backends_for(tenant_id)
     flows = [f for b in backends for f in b.flows]
     if any(f.external_id == ref or str(f.id) == ref for f in flows):
         return ref
     named = [f for f in flows if f.name.lower() == ref.lower()]
-    return named[0].external_id if named else ref
+    if named:
+        return named[0].external_id
+    if FLOW_ID.fullmatch(ref):
+        return ref
+    raise NotFoundError(f"No flow {ref[:200]!r}.", details={"flow": ref[:200]})

@@ -28,12 +28,18 @@ from django.http.response import HttpResponseBase
 from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
+from chatflows.contract import MAX_FLOW_ID
 from dialects.catalog import flow_ref
 from dialects.extension import flywheel_field
 from flywheel.asyncapi import async_api, error_response, json_body
 from flywheel.asyncdb import db
 from flywheel.contract import Contract, Says, validated
-from flywheel.errors import ApplicationError, ValidationError
+from flywheel.errors import (
+    ApplicationError,
+    MethodNotAllowedError,
+    NotFoundError,
+    ValidationError,
+)
 from flywheel.models import ApiKey
 from routing.answering.query_input import MAX_QUESTION, query_request
 from routing.answering.service import answer_question, query_refused, stream_answer
@@ -173,4 +179,12 @@ async def chatflows_streaming(request: HttpRequest, flow: str) -> JsonResponse:
     """GET /compat/flowise/api/v1/chatflows-streaming/{flow}: every flow streams through
     Flywheel (whole answers come as one token). Public, as Flowise's own: its client
     asks without a key, and the answer says nothing of any flow."""
+    if request.method != "GET":
+        refused = flowise_error_response(
+            MethodNotAllowedError(f"Method {request.method} not allowed.")
+        )
+        refused["Allow"] = "GET"
+        return refused
+    if len(flow) > MAX_FLOW_ID:
+        return flowise_error_response(NotFoundError(f"No flow {flow[:200]!r}."))
     return JsonResponse({"isStreaming": True})

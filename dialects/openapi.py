@@ -11,12 +11,15 @@ from typing import Any
 
 from dialects.chat_request import ChatRequest
 from dialects.flowise_api import PredictionRequest
+from dialects.langflow_api import RunRequest
 from dialects.responses import (
     ChatCompletion,
     ChunkEvent,
     FlowiseAnswer,
     FlowiseError,
     FlowiseStreaming,
+    LangflowError,
+    LangflowRun,
     ModelList,
     OpenAIError,
 )
@@ -81,6 +84,13 @@ def add_openai_endpoints(
     )
     paths["/v1/models"] = {"get": _with_errors(models, ("401", "429", "503"))}
     _add_flowise(paths)
+    _add_langflow(paths)
+    schemas["LangflowError"] = openapi_schema(LangflowError)
+    result["components"].setdefault("securitySchemes", {})["LangflowKey"] = {
+        "type": "apiKey",
+        "in": "header",
+        "name": "x-api-key",
+    }
     return result
 
 
@@ -120,4 +130,32 @@ def _add_flowise(paths: dict[str, Any]) -> None:
     streaming.pop("security")
     paths["/compat/flowise/api/v1/chatflows-streaming/{flow}"] = {
         "get": _with_errors(streaming, ("404",), "FlowiseError", "flowise")
+    }
+
+
+def _add_langflow(paths: dict[str, Any]) -> None:
+    run = operation(
+        "langflow_run_create",
+        "Langflow's run API (Langflow's event stream with ?stream=true)",
+        openapi_schema(LangflowRun),
+        openapi_schema(RunRequest),
+    )
+    run["parameters"] = [
+        {**FLOW, "description": "The flow: its Langflow id, Flywheel's id, or its name."},
+        {
+            "name": "stream",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "boolean", "default": False},
+            "description": "Answer as Langflow's event stream.",
+        },
+    ]
+    run["security"] = [{"ApiKey": []}, {"LangflowKey": []}]
+    run["responses"]["200"]["content"]["text/event-stream"] = {
+        "schema": {"type": "string"},
+        "example": '{"event": "token", "data": {"chunk": "Hello"}}\n\n',
+    }
+    statuses = ("400", "401", "404", "413", "415", "429", "502", "503")
+    paths["/compat/langflow/api/v1/run/{flow}"] = {
+        "post": _with_errors(run, statuses, "LangflowError", "langflow")
     }

@@ -111,3 +111,19 @@ class FlowiseError(BaseModel):
 
 class FlowiseStreaming(BaseModel):
     isStreaming: bool
+
+
+class LangflowRun(BaseModel):
+    """A run, as Langflow answers it (the answer's text at
+    ``outputs[0].outputs[0].results.message.text``), with the ``flywheel`` field."""
+
+    session_id: str
+    outputs: list[dict[str, Any]]
+    flywheel: Flywheel
+
+
+class LangflowError(BaseModel):
+    """An error, in Langflow's shape, with Flywheel's own beside it."""
+
+    detail: str
+    error: dict[str, Any] = Field(description="The error in Flywheel's own shape.")

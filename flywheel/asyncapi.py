@@ -39,17 +39,19 @@ AsyncView = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
 RateLimited = Callable[[HttpRequest, ApiKey, RateLimitError], None]
 
 
-async def authenticate(request: HttpRequest) -> ApiKey:
-    """The API key of ``Authorization: Bearer <key>``, by the one path
-    (flywheel.authentication); the key's rate limit is not applied here (async_api
-    applies it, see admit).
+async def authenticate(request: HttpRequest, key_header: str | None = None) -> ApiKey:
+    """The API key of ``Authorization: Bearer <key>`` (or, when a door names one, of its
+    own header: ``key_header``), by the one path (flywheel.authentication); the key's
+    rate limit is not applied here (async_api applies it, see admit).
 
     Raises AuthenticationError, or RateLimitError when the client's address has
     failed to authenticate too often (flywheel.ratelimit).
     """
     # request.META, not request.headers, which builds them all.
     raw_key = bearer_key(request.META.get("HTTP_AUTHORIZATION", ""))
-    if raw_key is None:
+    if raw_key is None and key_header is not None:
+        raw_key = request.META.get("HTTP_" + key_header.upper().replace("-", "_"), "").strip()
+    if not raw_key:
         raise AuthenticationError(BEARER_RULE)
     return await api_key_of_async(raw_key, meta=request.META)
 
@@ -101,13 +103,15 @@ def async_api(
     *methods: str,
     on_rate_limited: RateLimited | None = None,
     error: Callable[[ApplicationError], JsonResponse] = error_response,
+    key_header: str | None = None,
 ) -> Callable[[AsyncView], AsyncView]:
     """Wrap an async view ``view(request, api_key, **kwargs)``: method check, API key,
     rate limit, errors.
 
     ``on_rate_limited`` is called as ``(request, api_key, err)`` before a
     request over its key's limit is refused (the query door records it). ``error``
-    answers an ApplicationError (a door in another API's dialect words it its way).
+    answers an ApplicationError (a door in another API's dialect words it its way);
+    ``key_header`` is a header that may carry the key instead (Langflow's x-api-key).
     """
 
     def decorate(view: AsyncView) -> AsyncView:
@@ -119,7 +123,7 @@ def async_api(
                 refused["Allow"] = ", ".join(methods)
                 return refused
             try:
-                api_key = await authenticate(request)
+                api_key = await authenticate(request, key_header)
                 admit(request, api_key, on_rate_limited)
                 return await view(request, api_key, **kwargs)
             except ApplicationError as err:

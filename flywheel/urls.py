@@ -16,7 +16,7 @@ from analytics import pages
 from backends.api import BackendViewSet
 from chatflows import chatflow_api
 from chatflows.api import BackendDiscoverView, FlowListView
-from dialects import flowise_api, openai_api
+from dialects import flowise_api, langflow_api, openai_api
 from flywheel import errors, views
 from routing import api as routing_api
 from routing import chat
@@ -120,6 +120,7 @@ urlpatterns = [
         flowise_api.chatflows_streaming,
         name="flowise-chatflows-streaming",
     ),
+    path("compat/langflow/api/v1/run/<str:flow>", langflow_api.run, name="langflow-run"),
 ]
 
 admin.site.site_header = "Flywheel administration"
@@ -150,6 +151,9 @@ def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/compat/flowise/"):
         found = errors.not_found(request, exception)
         return JsonResponse(flowise_api.flowise_error(json.loads(found.content), 404), status=404)
+    if request.path.startswith("/compat/langflow/"):
+        found = errors.not_found(request, exception)
+        return JsonResponse(langflow_api.langflow_error(json.loads(found.content)), status=404)
     return defaults.page_not_found(request, exception)
 
 

@@ -155,7 +155,7 @@ def _fit_chat(body: dict[str, Any]) -> None:
     if isinstance(model, str) and model != "flywheel" and len(model) % 3:
         body["model"] = "flywheel"
     messages = body.get("messages")
-    if isinstance(messages, list) and 0 < len(messages) < 1000:
+    if isinstance(messages, list) and messages:
         # The schema cannot say that the last message must be the user's question.
         last = messages[-1]
         content = last.get("content") if isinstance(last, dict) else None
@@ -166,7 +166,11 @@ def _fit_chat(body: dict[str, Any]) -> None:
             and content.strip()
             and len(content.strip()) <= 10_000
         ):
-            messages.append({"role": "user", "content": "What is a flywheel?"})
+            question = {"role": "user", "content": "What is a flywheel?"}
+            if len(messages) < 1000:  # the most the schema allows
+                messages.append(question)
+            else:
+                messages[-1] = question
     if isinstance(body.get("flywheel"), dict):
         _fit_query(body["flywheel"])
 
@@ -270,7 +274,7 @@ def before_call(
         _fit_chatflow(case)
     if path.startswith("/api/v1/analytics/"):
         _fit_range(case)
-    if path.startswith("/compat/flowise/"):
+    if path.startswith("/compat/"):
         flow = (case.path_parameters or {}).get("flow")
         if isinstance(flow, str) and flow not in FLOW_IDS and len(flow) % 3:
             case.path_parameters["flow"] = _pick(FLOW_IDS, flow)  # the rest stay unknown

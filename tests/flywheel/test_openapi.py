@@ -16,7 +16,11 @@ ERROR_REF = {"$ref": "#/components/schemas/Error"}
 # The dialects' doors answer errors in their dialect's shape.
 OPENAI_ERROR_REF = {"$ref": "#/components/schemas/OpenAIError"}
 FLOWISE_ERROR_REF = {"$ref": "#/components/schemas/FlowiseError"}
-DIALECT_ERRORS = {"/v1/": OPENAI_ERROR_REF, "/compat/flowise/": FLOWISE_ERROR_REF}
+DIALECT_ERRORS = {
+    "/v1/": OPENAI_ERROR_REF,
+    "/compat/flowise/": FLOWISE_ERROR_REF,
+    "/compat/langflow/": {"$ref": "#/components/schemas/LangflowError"},
+}
 BACKEND = "/api/v1/backends/{id}"
 CHATFLOW = "/api/v1/chatflows/{chatflow_id}"
 # Every operation and each error status it can answer.
@@ -58,6 +62,7 @@ ERRORS = {
     ("get", "/v1/models"): {401, 429, 503},
     ("post", "/compat/flowise/api/v1/prediction/{flow}"): {400, 401, 404, 413, 415, 429, 502, 503},
     ("get", "/compat/flowise/api/v1/chatflows-streaming/{flow}"): {404},
+    ("post", "/compat/langflow/api/v1/run/{flow}"): {400, 401, 404, 413, 415, 429, 502, 503},
 }
 
 
