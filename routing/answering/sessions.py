@@ -151,7 +151,6 @@ async def session_remember(
     )
 
 
-@reads_own_writes
 def session_known(*, tenant_id: int, session_id: str) -> str | None:
     """``session_id`` in canonical form if the tenant has that session (in the cache or
     the database), else None: a door whose clients choose their own conversation ids
@@ -165,6 +164,7 @@ def session_known(*, tenant_id: int, session_id: str) -> str | None:
     return str(key) if Session.objects.filter(pk=key, tenant_id=tenant_id).exists() else None
 
 
+@reads_own_writes
 def session_get(*, tenant_id: int, session_id: str) -> Session:
     """The tenant's session row, once this process's pending writes have landed.
 
