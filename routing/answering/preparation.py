@@ -126,8 +126,9 @@ async def plan_query(
     *,
     trial: Trial | None = None,
 ) -> Plan:
-    """The candidates for a query: its given flow (and, with fallback, the others), or
-    the best for its intent on the backend asked for or on any. ``trial``: see plan()."""
+    """The candidates for a query: its given flow, or the best for its intent on the
+    backend asked for (each, with fallback, then the others), or on any. ``trial``: see
+    plan()."""
     qt = query_type.query_type if query_type else None
     tenant_id = tenant.pk if tenant else None
     if request.flow is None:
@@ -137,6 +138,7 @@ async def plan_query(
             intent=intent,
             query_type=qt,
             preference=request.backend,
+            fallback=request.falls_back,
             now=now(),
             trial=trial,
         )
@@ -150,7 +152,7 @@ async def plan_query(
             query_type=qt,
             flow=flow,
             preference=request.backend,
-            fallback=request.fallback,
+            fallback=request.falls_back,
             now=now(),
             trial=trial,
         )

@@ -8,13 +8,13 @@ schemas show it (routing/openapi.py, agents/). In short: ``question``
 ``[-a-z0-9_]``; ``backend`` 1-100 characters; ``session_id`` a UUID (kept in
 canonical form); ``parameters`` an object of plain JSON under 20000 bytes,
 nested at most 32 levels counting the query itself; ``flow`` a flow to run
-(Flywheel's Flow id, or the backend's own id for it: 1-200 characters);
-``fallback`` true or false (with ``flow``: may other flows answer if it
-fails); ``history`` at most 20 earlier exchanges (``question`` up to 2,000
-characters and ``answer`` up to 8,000) of a conversation the caller keeps
-itself, not with ``session_id``; no other field. No string may hold a NUL character or a lone
-surrogate, whichever door it came through (the REST doors' JSON parser
-refuses them first).
+(Flywheel's Flow id, or the backend's own id for it: 1-200 characters); ``fallback``
+true or false (may others answer if the flow or backend named fails; by default a
+backend falls back and a flow does not); ``history`` at most 20 earlier exchanges
+(``question`` up to 2,000 characters and ``answer`` up to 8,000) of a conversation
+the caller keeps itself, not with ``session_id``; no other field. No string may hold
+a NUL character or a lone surrogate, whichever door it came through (the REST doors'
+JSON parser refuses them first).
 """
 
 from __future__ import annotations
@@ -291,10 +291,13 @@ class QueryRequest(Contract):
         Says(FLOW_RULE),
     ] = None
     fallback: Annotated[
-        bool,
-        Field(description="With flow: if it fails, may other flows for the intent answer?"),
+        bool | None,
+        Field(
+            description="If the flow or backend named fails, may others answer? By default a "
+            "named backend falls back to the others, and a named flow does not."
+        ),
         Says("Must be true or false."),
-    ] = False
+    ] = None
 
     history: Annotated[
         list[GivenExchange],
@@ -311,6 +314,11 @@ class QueryRequest(Contract):
     @property
     def stream(self) -> bool:
         return bool(self.parameters.get("stream"))
+
+    @property
+    def falls_back(self) -> bool:
+        """``fallback``, or its default: a named backend falls back, a named flow not."""
+        return self.fallback if self.fallback is not None else self.flow is None
 
 
 def query_request(data: Any) -> QueryRequest:

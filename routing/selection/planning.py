@@ -154,8 +154,12 @@ def plan(
     preference: str,
     now: datetime,
     trial: Trial | None = None,
+    fallback: bool = False,
 ) -> Plan:
     """The candidates to try, in order. Raises for a bad explicit backend or no matching flow.
+
+    A backend asked for (``preference``) comes first; with ``fallback`` the others
+    follow it, as routing ranks them, and answer even if it cannot run at all.
 
     A real query passes ``trial`` (routing.selection.breaker.trial_claim), asked about
     scopes whose breaker awaits a trial query; with it, the first candidate is
@@ -164,9 +168,28 @@ def plan(
     preference as it stands."""
     backends = state.backends_for(tenant_id)
     if preference.lower() != "auto":
-        return _explicit(
-            state, backends, preference=preference, intent=intent, now=now, trial=trial
-        )
+        try:
+            chosen = _explicit(
+                state, backends, preference=preference, intent=intent, now=now, trial=trial
+            )
+        except (BackendUnavailableError, NoMatchingFlowError):
+            if not fallback:
+                raise
+            chosen = Plan((), "explicit")
+        if not fallback:
+            return chosen
+        asked = {c.backend.id for c in chosen.candidates}
+        rest = plan(
+            state,
+            tenant_id=tenant_id,
+            intent=intent,
+            query_type=query_type,
+            preference="auto",
+            now=now,
+            trial=trial,
+        ).candidates
+        others = tuple(c for c in rest if c.backend.id not in asked)
+        return Plan((*chosen.candidates, *others), "explicit")
     known = estimates_for(state, backends, intent)
     candidates = _ranked(
         state,

@@ -131,7 +131,8 @@ async def test_stdio_lists_the_tools_and_answers_a_question(served: Served) -> N
         tools = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("universal_query", {"question": "hello over stdio"})
         timed_out = await client.call_tool(
-            "universal_query", {"question": "hello?", "backend": "hung", "intent": "code-review"}
+            "universal_query",
+            {"question": "hello?", "backend": "hung", "intent": "code-review", "fallback": False},
         )
 
     assert {"universal_query", "list_chatflows", "generate_agentflow_v2"} <= tools

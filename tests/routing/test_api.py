@@ -177,12 +177,18 @@ def test_the_dry_run_refuses_an_unknown_backend_and_explains_an_unavailable_one(
     unknown = api_client.post(
         "/api/v1/route", {"question": REVIEW, "backend": "nope"}, format="json"
     )
-    down = api_client.post("/api/v1/route", {"question": REVIEW, "backend": "lf"}, format="json")
+    down = api_client.post(
+        "/api/v1/route", {"question": REVIEW, "backend": "lf", "fallback": False}, format="json"
+    )
+    passed_on = api_client.post(
+        "/api/v1/route", {"question": REVIEW, "backend": "lf"}, format="json"
+    )
 
     assert unknown.status_code == 400
     assert unknown.json()["error"]["details"]["backend"] == "nope"
     assert down.status_code == 200
     assert (down.json()["selected"], down.json()["error"]["type"]) == (None, "BackendUnavailable")
+    assert passed_on.json()["selected"]["backend"] == "fw"  # the fallback a query would take
 
 
 @override_settings(LLM_BASE_URL="http://llm.test/v1", LLM_API_KEY="sk-LLM-SECRET")
@@ -322,7 +328,7 @@ def test_the_route_command_reports_an_unavailable_backend(world: World) -> None:
     world.set_health(world.lf, healthy=False, cooldown=True)
     out = StringIO()
 
-    call_command("route", "--json", "--backend", "lf", REVIEW, stdout=out)
+    call_command("route", "--json", "--backend", "lf", "--no-fallback", REVIEW, stdout=out)
 
     line = json.loads(out.getvalue())
     assert line["selected"] is None

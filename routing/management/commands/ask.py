@@ -46,6 +46,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--backend", default="auto", help="auto, or a backend name, kind or id."
         )
+        parser.add_argument(
+            "--no-fallback",
+            action="store_true",
+            help="With --backend: if it fails, no other backend answers.",
+        )
         parser.add_argument("--session", help="Continue this session (its id).")
         parser.add_argument("--intent", help="Skip classification: use this intent.")
         parser.add_argument("--json", action="store_true", help="Print the whole answer, as JSON.")
@@ -61,7 +66,9 @@ class Command(BaseCommand):
             decisions_log.setLevel(level)
 
     def ask(self, options: dict[str, Any]) -> None:
-        data = {"question": options["question"], "backend": options["backend"]}
+        data: dict[str, Any] = {"question": options["question"], "backend": options["backend"]}
+        if options["no_fallback"]:
+            data["fallback"] = False
         if options["session"]:
             data["session_id"] = options["session"]
         if options["intent"]:

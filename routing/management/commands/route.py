@@ -31,6 +31,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--backend", default="auto", help="auto, or a backend name, kind or id."
         )
+        parser.add_argument(
+            "--no-fallback",
+            action="store_true",
+            help="With --backend: if it fails, no other backend answers.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = tenant_get_or_create_default()
@@ -39,7 +44,10 @@ class Command(BaseCommand):
             if not question:
                 continue
             try:
-                request = query_request({"question": question, "backend": options["backend"]})
+                asked = {"question": question, "backend": options["backend"]}
+                if options["no_fallback"]:
+                    asked["fallback"] = False
+                request = query_request(asked)
                 plan = async_to_sync(route_question)(request, tenant=tenant)
             except ApplicationError as err:
                 self.stderr.write(f"{question[:60]!r}: {err.message}")

@@ -126,10 +126,10 @@ def test_an_explicit_route_records_the_backends_real_factor_scores(
 ) -> None:
     world.fail(world.lf_route)
     with pytest.raises(AllBackendsFailedError):
-        ask(tenant, question=REVIEW, backend="lf")
+        ask(tenant, question=REVIEW, backend="lf", fallback=False)
     world.lf_route.mock(return_value=response("langflow", "run_echo"))  # back
 
-    body = ask(tenant, question="and again?", intent="code-review", backend="lf")
+    body = ask(tenant, question="and again?", intent="code-review", backend="lf", fallback=False)
 
     (candidate,) = body["routing"]["candidates"]
     assert candidate["performance"] < NO_HISTORY_PERFORMANCE  # its one attempt failed
@@ -147,13 +147,31 @@ def test_an_unknown_explicit_backend_is_a_clear_error(world: World, tenant: Tena
     assert RoutingDecision.objects.get().outcome == "rejected"
 
 
-def test_an_unavailable_explicit_backend_is_a_clear_error(world: World, tenant: Tenant) -> None:
+def test_an_unavailable_explicit_backend_is_a_clear_error_without_fallback(
+    world: World, tenant: Tenant
+) -> None:
     world.set_health(world.lf, healthy=False)
 
-    error = fails(tenant, BackendUnavailableError, question=REVIEW, backend="lf")
+    error = fails(tenant, BackendUnavailableError, question=REVIEW, backend="lf", fallback=False)
 
     assert "unavailable" in error.message
     assert not world.lf_route.called
+
+
+def test_a_named_backend_falls_back_to_the_others_unless_told_not_to(
+    world: World, tenant: Tenant
+) -> None:
+    """Seed 000: naming a backend is a preference, and fallback still saves the question
+    (it was refused: AllBackendsFailed, or BackendUnavailable when it was down)."""
+    world.fail(world.lf_route)
+    failed_over = ask(tenant, question=REVIEW, backend="lf")
+    world.set_health(world.lf, healthy=False)
+    down = ask(tenant, question=REVIEW, backend="langflow")
+
+    assert [a["backend"] for a in failed_over["routing"]["fallback_chain"]] == ["lf", "fw"]
+    assert failed_over["routing"]["routing_method"] == "explicit"
+    assert down["routing"]["backend"] == "fw"
+    assert [a["backend"] for a in down["routing"]["fallback_chain"]] == ["fw"]
 
 
 def test_health_influences_selection(world: World, tenant: Tenant) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -121,13 +122,15 @@ def test_a_spilled_segment_is_deleted_once_read_back_and_written(
     tenant: Tenant, small_memory: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(Spool, "ROTATE_SECONDS", 0.0)
+    spool = decision_spool()
     with decisions_locked():
         for i in range(30):
             record_later(decision(tenant, question=f"q{i}"), performance_window=10)
+        assert spool.spilled()
     drain(60)
-    spool = decision_spool()
     spool.sync()
 
     assert RoutingDecision.objects.count() == 30
     assert spool.held() == 0
-    assert list(spool.directory.glob("*.jsonl")) == []
+    # This process's segments, the spilled one too, are gone (other processes' are theirs).
+    assert list(spool.directory.glob(f"{os.getpid()}-*.jsonl")) == []
