@@ -33,7 +33,7 @@ from dialects.catalog import flow_ref
 from dialects.extension import flywheel_field
 from flywheel.asyncapi import async_api, error_response, json_body
 from flywheel.asyncdb import db
-from flywheel.contract import Contract, Says, validated
+from flywheel.contract import NOT_BLANK, Contract, Says, validated
 from flywheel.errors import (
     ApplicationError,
     MethodNotAllowedError,
@@ -60,8 +60,8 @@ class PredictionRequest(Contract):
 
     question: Annotated[
         str,
-        Field(min_length=1, max_length=MAX_QUESTION),
-        Says(f"Required: 1-{MAX_QUESTION} characters of text."),
+        Field(min_length=1, max_length=MAX_QUESTION, pattern=NOT_BLANK),
+        Says(f"Required: 1-{MAX_QUESTION} characters of text, not all blank."),
     ]
     streaming: Annotated[bool, Says("Must be true or false.")] = False
     overrideConfig: Annotated[dict[str, Any], Says("Must be an object (passed to the flow).")] = (

@@ -32,7 +32,7 @@ from dialects.catalog import flow_ref
 from dialects.extension import flywheel_field
 from flywheel.asyncapi import async_api, error_response, json_body
 from flywheel.asyncdb import db
-from flywheel.contract import Contract, Says, validated
+from flywheel.contract import NOT_BLANK, Contract, Says, validated
 from flywheel.errors import ApplicationError, ValidationError
 from flywheel.models import ApiKey
 from routing.answering.query_input import MAX_QUESTION, query_request
@@ -51,8 +51,8 @@ class RunRequest(Contract):
 
     input_value: Annotated[
         str,
-        Field(min_length=1, max_length=MAX_QUESTION),
-        Says(f"Required: 1-{MAX_QUESTION} characters of text."),
+        Field(min_length=1, max_length=MAX_QUESTION, pattern=NOT_BLANK),
+        Says(f"Required: 1-{MAX_QUESTION} characters of text, not all blank."),
     ]
     input_type: Annotated[Literal["chat", "text", "any"], Says(IO_TYPE)] = "chat"
     output_type: Annotated[Literal["chat", "text", "any", "debug"], Says(IO_TYPE)] = "chat"
@@ -148,8 +148,9 @@ def run_response(request: HttpRequest, body: dict[str, Any], question: str) -> d
 )
 async def run(request: HttpRequest, api_key: ApiKey, flow: str) -> HttpResponseBase:
     """POST /compat/langflow/api/v1/run/{flow}: Langflow's run."""
+    streamed = _stream(request)
     asked, query = await _query(request, api_key, flow)
-    if request.GET.get("stream", "false").lower() == "true":
+    if streamed:
         events = stream_answer(query, tenant=api_key.tenant)
         response = StreamingHttpResponse(
             _langflow_events(request, events, asked.input_value),
@@ -159,6 +160,18 @@ async def run(request: HttpRequest, api_key: ApiKey, flow: str) -> HttpResponseB
         return response
     body = await answer_question(query, tenant=api_key.tenant)
     return JsonResponse(run_response(request, body, asked.input_value))
+
+
+def _stream(request: HttpRequest) -> bool:
+    """``?stream=``: true or false (absent: false). Raises ValidationError."""
+    given = request.GET.getlist("stream")
+    if not given:
+        return False
+    if len(given) == 1 and given[0].lower() in ("true", "false"):
+        return given[0].lower() == "true"
+    raise ValidationError(
+        RunRequest.refused_message, details={"fields": {"stream": "Must be true or false."}}
+    )
 
 
 def _event(name: str, data: Any) -> str:

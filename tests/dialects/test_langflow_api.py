@@ -114,6 +114,8 @@ async def test_a_streamed_run_comes_in_langflows_events(world: World, raw_api_ke
         ("key", LF_FLOW, {"output_type": "chat"}, 400, "ValidationError"),
         ("key", LF_FLOW, documented(input_type="image"), 400, "ValidationError"),
         ("key", "No such flow here", documented(), 404, "NotFoundError"),
+        ("key", f"{LF_FLOW}?stream=maybe", documented(), 400, "ValidationError"),
+        ("key", LF_FLOW, documented(" \r "), 400, "ValidationError"),
     ],
 )
 async def test_errors_take_langflows_shape_with_flywheels_beside(
