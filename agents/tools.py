@@ -69,9 +69,11 @@ def result(readable: str, structured: Mapping[str, Any]) -> CallToolResult:
 
 
 def _absolute(body: dict[str, Any]) -> dict[str, Any]:
-    """trace_url as a link when FLYWHEEL_PUBLIC_URL says where the web app is."""
-    if settings.PUBLIC_URL and body.get("trace_url", "").startswith("/"):
-        body["trace_url"] = settings.PUBLIC_URL + body["trace_url"]
+    """trace_url and session_url as links when FLYWHEEL_PUBLIC_URL says where the web app
+    is."""
+    for link in ("trace_url", "session_url"):
+        if settings.PUBLIC_URL and body.get(link, "").startswith("/"):
+            body[link] = settings.PUBLIC_URL + body[link]
     return body
 
 

@@ -30,5 +30,6 @@ def flywheel_field(
         "flow": routing.get("flow"),
         "fallback_used": routing.get("fallback_used", False),
         "trace_url": absolute_url(request, body["trace_url"]),
+        "session_url": absolute_url(request, body["session_url"]),
         "warnings": warnings,
     }

@@ -18,6 +18,7 @@ class Flywheel(BaseModel):
     flow: str | None
     fallback_used: bool
     trace_url: str = Field(description="The decision's trace page.")
+    session_url: str = Field(description="The conversation's diagram page.")
     warnings: list[str] = Field(description="What the request asked that was not passed on.")
 
 

@@ -40,8 +40,9 @@ from routing.answering.sessions import SessionList, session_get, sessions_list
 
 
 def _absolute(request: HttpRequest, body: dict[str, Any]) -> dict[str, Any]:
-    if "trace_url" in body:
-        body["trace_url"] = absolute_url(request, body["trace_url"])
+    for link in ("trace_url", "session_url"):
+        if link in body:
+            body[link] = absolute_url(request, body[link])
     return body
 
 

@@ -25,7 +25,7 @@ from flywheel.errors import (
     database_unavailable,
     internal_error_body,
 )
-from routing.answering.query import Query, in_flight, trace_path
+from routing.answering.query import Query, in_flight, session_path, trace_path
 from routing.answering.sessions import (
     PastTurn,
     session_remember,
@@ -194,6 +194,7 @@ def _response(
     if query.request.include_routing_metadata:
         body["routing"] = routing
     body["trace_url"] = trace_path(query.request_id)
+    body["session_url"] = session_path(query.session_id)
     return body
 
 

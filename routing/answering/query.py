@@ -32,6 +32,11 @@ def trace_path(request_id: uuid.UUID | str) -> str:
     return f"/decisions/{request_id}"
 
 
+def session_path(session_id: uuid.UUID | str) -> str:
+    """The session's diagram page (seed 002's visualisation)."""
+    return f"/v/{session_id}/"
+
+
 @dataclass
 class Query:
     """One query on its way through routing."""

@@ -131,6 +131,10 @@ class QueryAnswer(BaseModel):
         json_schema_extra={"format": "uri-reference"},
         description="The decision's trace page.",
     )
+    session_url: str = Field(
+        json_schema_extra={"format": "uri-reference"},
+        description="The conversation's diagram page (seed 002's visualisation).",
+    )
 
 
 class StreamEvent(BaseModel):

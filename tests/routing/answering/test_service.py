@@ -265,8 +265,16 @@ def test_with_no_backend_registered_the_error_says_how_to_add_one(
 def test_an_answer_has_the_documented_shape(world: World, tenant: Tenant) -> None:
     body = ask(tenant, question=REVIEW)
 
-    assert set(body) == {"answer", "session_id", "request_id", "routing", "trace_url"}
+    assert set(body) == {
+        "answer",
+        "session_id",
+        "request_id",
+        "routing",
+        "trace_url",
+        "session_url",
+    }
     assert body["trace_url"] == f"/decisions/{body['request_id']}"
+    assert body["session_url"] == f"/v/{body['session_id']}/"  # seed 002's visualisation
     assert set(body["routing"]) >= {
         "intent",
         "intent_confidence",
