@@ -12,7 +12,7 @@ run_prediction's answer is MCP's own (seed 003's names).
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from backends.api import BackendSerializer, HealthOutcomeSerializer, SharedBackendSerializer
 from chatflows.api import FlowSerializer
@@ -28,6 +28,10 @@ class Prediction(BaseModel):
 
     text: str
     sessionId: str  # seed 003's camelCase names, as Flowise spells them
+    chatMessageId: str | None = Field(default=None, description="Flowise's id of the answer.")
+    questionMessageId: str | None = Field(
+        default=None, description="Flowise's id of the question, when it gives one."
+    )
     request_id: str
     trace_url: str
     routing: Routing | None = None

@@ -243,6 +243,10 @@ async def run_prediction(
         "request_id": body["request_id"],
         "trace_url": body["trace_url"],
     }
+    backend_ids = body.get("backend_ids") or {}
+    for name in ("chatMessageId", "questionMessageId"):  # seed 003: Flowise's, kept
+        if name in backend_ids:
+            shown[name] = backend_ids[name]
     if "routing" in body:
         shown["routing"] = body["routing"]
     return result(text.prediction(shown), shown)

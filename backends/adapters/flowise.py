@@ -110,6 +110,10 @@ def _json_or_not_found(response: Response, backend: str) -> Any:
     return json_body(response, backend)
 
 
+# What a prediction says of Flowise's own records of it, kept with the answer.
+MESSAGE_IDS = ("chatId", "chatMessageId", "questionMessageId", "executionId")
+
+
 def prediction_body(
     question: str,
     session_id: str | None,
@@ -216,7 +220,7 @@ class FlowiseBackend(FlowBackend):
         text = data.get("text")
         if text is None:
             text = json.dumps(data.get("json"))
-        metadata = {k: data[k] for k in ("chatId", "chatMessageId", "executionId") if k in data}
+        metadata = {k: data[k] for k in MESSAGE_IDS if data.get(k)}
         return ExecutionResult(
             text=str(text),
             session_id=str(data.get("sessionId") or ""),

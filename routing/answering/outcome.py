@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -181,7 +181,11 @@ def usage_of(attempts: Sequence[Attempt]) -> dict[str, int | None] | None:
 
 
 def _response(
-    query: Query, answer: str, routing: dict[str, Any], attempts: Sequence[Attempt] = ()
+    query: Query,
+    answer: str,
+    routing: dict[str, Any],
+    attempts: Sequence[Attempt] = (),
+    backend_ids: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "answer": answer,
@@ -191,10 +195,12 @@ def _response(
     usage = usage_of(attempts)
     if usage is not None:  # only then: most flows report no tokens
         body["usage"] = usage
+    if backend_ids:  # only then: Flowise gives its message ids, Langflow none
+        body["backend_ids"] = {k: str(v) for k, v in backend_ids.items()}
     if query.request.include_routing_metadata:
         body["routing"] = routing
     body["trace_url"] = trace_path(query.request_id)
-    body["session_url"] = session_path(query.session_id)
+    body["session_url"] = session_path(body["session_id"])
     return body
 
 
@@ -255,9 +261,8 @@ async def conclude(
             state,
             _cached_answer(query, intent, result.text, winner, state),
         )
-        return _response(
-            query, result.text, _routing_block(query, winner=winner, attempts=attempts), attempts
-        )
+        routing = _routing_block(query, winner=winner, attempts=attempts)
+        return _response(query, result.text, routing, attempts, result.metadata)
     cached = (
         answer_recall(query.tenant.pk, intent, query.backend_question) if may_use_cache else None
     )

@@ -124,6 +124,11 @@ class QueryAnswer(BaseModel):
     usage: Usage | None = Field(
         default=None, description="Present when the backend that answered reported tokens."
     )
+    backend_ids: dict[str, str] | None = Field(
+        default=None,
+        description="The answering backend's own ids for this exchange, when it gave any "
+        "(Flowise: chatId, chatMessageId, questionMessageId, executionId).",
+    )
     routing: Routing | None = Field(
         default=None, description="Present unless include_routing_metadata is false."
     )

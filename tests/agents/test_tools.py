@@ -454,6 +454,8 @@ def test_the_lifecycle_create_get_update_deploy_run_delete(mine: Mine) -> None:
     assert ok(deployed)["deployed"] is True
     prediction = ok(ran)
     assert prediction["text"] == body("flowise", "prediction_chatflow")["text"]
+    # Seed 003: Flowise's own id of the answer is kept (it was dropped).
+    assert prediction["chatMessageId"] == body("flowise", "prediction_chatflow")["chatMessageId"]
     assert prediction["routing"]["routing_method"] == "explicit"
     assert prediction["sessionId"] in text(ran)
     assert ok(deleted) == {"message": "Chatflow deleted successfully", "deleted_id": flow_id}
