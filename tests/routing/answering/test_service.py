@@ -269,10 +269,12 @@ def test_an_answer_has_the_documented_shape(world: World, tenant: Tenant) -> Non
         "answer",
         "session_id",
         "request_id",
+        "backend_ids",  # Flowise's own ids of the exchange
         "routing",
         "trace_url",
         "session_url",
     }
+    assert body["backend_ids"]["chatMessageId"]
     assert body["trace_url"] == f"/decisions/{body['request_id']}"
     assert body["session_url"] == f"/v/{body['session_id']}/"  # seed 002's visualisation
     assert set(body["routing"]) >= {
