@@ -59,6 +59,7 @@ DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_worl
 TOOLS: dict[str, tuple[Callable[..., Awaitable[CallToolResult]], ToolAnnotations]] = {
     "universal_query": (tools.universal_query, RUNS),
     "route_query": (tools.route_query, READ_ONLY),
+    "flowise_query": (tools.flowise_query, RUNS),
     "list_backends": (tools.list_backends, READ_ONLY),
     "check_backend_health": (tools.check_backend_health, RUNS),
     "list_flows": (tools.list_flows, READ_ONLY),

@@ -110,6 +110,16 @@ async def universal_query(tenant: Tenant, **query: Any) -> Annotated[CallToolRes
     return result(text.query_answer(body), body)
 
 
+@takes(QueryRequest, "question", "intent", "session_id", "parameters", "include_routing_metadata")
+async def flowise_query(tenant: Tenant, **query: Any) -> Annotated[CallToolResult, QueryAnswer]:
+    """Query Flowise flows only (seed 000's flowise_query, kept for agents written for
+    it): as universal_query with backend 'flowise', so only Flowise backends answer,
+    falling back from one to another. universal_query routes across every backend."""
+    asked = query_request({**query, "backend": "flowise", "fallback": False})
+    body = _absolute(await answer_question(asked, tenant=tenant))
+    return result(text.query_answer(body), body)
+
+
 @takes(QueryRequest, "question", "intent", "backend", "session_id", "flow", "fallback")
 async def route_query(tenant: Tenant, **query: Any) -> Annotated[CallToolResult, RoutePlan]:
     """Dry run of universal_query: the intent and every candidate flow with its scores,

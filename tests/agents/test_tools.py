@@ -40,6 +40,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TOOLS = {
     "universal_query",
     "route_query",
+    "flowise_query",
     "list_backends",
     "check_backend_health",
     "list_flows",
@@ -250,6 +251,22 @@ def test_an_explicit_backend_is_shown_as_explicit_selection(world: World, key: s
 
     assert ok(result)["routing"]["backend"] == "lf"
     assert "- Selection: Explicit (score: " in text(result)
+
+
+def test_flowise_query_asks_flowise_only_as_seed_000s_agents_expect(
+    world: World, key: str
+) -> None:
+    """Agents written for seed 000's flowise_query keep working: its questions go to
+    Flowise backends only (the tool did not exist)."""
+    answered = ok(call(key, "flowise_query", question=REVIEW))
+    world.fail(world.fw_route)
+    refused = call(key, "flowise_query", question="Please review my other pull request")
+
+    assert answered["routing"]["backend"] == "fw"
+    assert answered["answer"] == FW_ANSWER
+    assert refused.is_error
+    assert json.loads(text(refused))["error"]["type"] == "AllBackendsFailed"
+    assert not world.lf_route.called  # Langflow is never asked, even when Flowise fails
 
 
 @override_settings(PUBLIC_URL="https://flywheel.example")
