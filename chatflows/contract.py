@@ -243,6 +243,9 @@ class _Flow(BaseModel):
 class ChatflowListed(_Flow):
     """A flow as Flywheel knows it (kept by discovery and by every write through it)."""
 
+    createdDate: str | None = Field(
+        description="When the backend says it created the flow (None: it does not say)."
+    )
     intent_keywords: list[str]
     last_seen_at: str = Field(json_schema_extra={"format": "date-time"})
 

@@ -132,6 +132,7 @@ def _row_fields(flow: Flow) -> dict[str, Any]:
         "backend_id": flow.backend_id,
         "kind": flow.backend.kind,
         "flow_id": flow.pk,
+        "createdDate": flow.backend_created or None,
         "intent_keywords": list(flow.intent_keywords),
         "last_seen_at": flow.last_seen_at.isoformat(),
     }

@@ -48,6 +48,8 @@ class Flow(models.Model):
     deployed = models.BooleanField(default=False)
     description = models.TextField(blank=True)  # FLYWHEEL_RECORD_FIELD_MAX_BYTES at most
     endpoint_name = models.CharField(max_length=NAME_CHARS, blank=True)
+    # When the backend says it created the flow, as it wrote it (seed 003's createdDate).
+    backend_created = models.CharField(max_length=64, blank=True, default="")
     intent_keywords = models.JSONField(
         default=list, blank=True, help_text="Intent slugs and keywords this flow serves."
     )

@@ -19,6 +19,8 @@ from chatflows.keywords import flow_keywords
 from chatflows.models import Flow
 
 SYNCED_FIELDS = ("name", "flow_type", "deployed", "description", "endpoint_name")
+# DiscoveredFlow's name of a field -> the Flow row's, where they differ.
+ROW_FIELDS = {"created": "backend_created"}
 
 
 def flow_apply(flow: Flow, item: DiscoveredFlow, now: datetime) -> bool:
@@ -28,9 +30,10 @@ def flow_apply(flow: Flow, item: DiscoveredFlow, now: datetime) -> bool:
     flow marked removed is active again.
     """
     changed = flow.pk is None or flow.removed_at is not None
-    for field in SYNCED_FIELDS:
-        if getattr(flow, field) != getattr(item, field):
-            setattr(flow, field, getattr(item, field))
+    for field in (*SYNCED_FIELDS, *ROW_FIELDS):
+        column = ROW_FIELDS.get(field, field)
+        if getattr(flow, column) != getattr(item, field):
+            setattr(flow, column, getattr(item, field))
             changed = True
     if not flow.keywords_edited:
         keywords = flow_keywords(

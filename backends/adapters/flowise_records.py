@@ -49,6 +49,7 @@ def discovered_flow(record: Mapping[str, Any]) -> DiscoveredFlow:
         flow_type=str(record.get("type") or DEFAULT_FLOW_TYPE),
         deployed=bool(record.get("deployed")),
         description=str(record.get("category") or ""),
+        created=str(record.get("createdDate") or ""),
     )
 
 

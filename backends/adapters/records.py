@@ -49,6 +49,7 @@ class DiscoveredFlow:
     deployed: bool = True
     description: str = ""
     endpoint_name: str = ""
+    created: str = ""  # when the backend says it created the flow, as it wrote it ("": unsaid)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,9 @@ def record_problem(record: FlowRecord) -> RecordProblem | None:
     )
 
 
+CREATED_CHARS = 64  # a date as a server writes it (Flow.backend_created)
+
+
 def flow_problem(flow: DiscoveredFlow) -> RecordProblem | None:
     """The first field of a discovered flow that its Flow row cannot keep, or None."""
     kept = [
@@ -126,6 +130,7 @@ def flow_problem(flow: DiscoveredFlow) -> RecordProblem | None:
         ("type", flow.flow_type, TYPE_CHARS),
         ("endpoint_name", flow.endpoint_name, NAME_CHARS),
         ("description", flow.description, None),
+        ("createdDate", flow.created, CREATED_CHARS),
     ]
     return _first_problem(flow.external_id, kept)
 

@@ -14,12 +14,13 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTa
 from backends.adapters.records import DiscoveredFlow
 from backends.models import Backend
 from chatflows import snapshot
+from chatflows.lifecycle import chatflows_list
 from chatflows.models import Flow
 from chatflows.services import flows_sync
 from chatflows.tasks import discover_flows
 from routing.install import defaults_load
 from routing.models import Intent, IntentPattern
-from tests.captured import response
+from tests.captured import body, response
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -184,3 +185,17 @@ def test_beat_rows_of_the_old_task_name_are_renamed_and_back() -> None:
     assert PeriodicTasks.last_change() != before  # a running beat reloads its schedule
     migration.backwards(apps, None)
     assert PeriodicTask.objects.get(name="Discover flows").task == "backends.discover_flows"
+
+
+@respx.mock
+def test_the_listing_shows_when_flowise_created_each_flow(backend: Backend) -> None:
+    """Seed 003's list_chatflows shows createdDate: discovery keeps what Flowise said
+    (the listing had none)."""
+    _mock_flowise_pages(backend.base_url)
+    listed = [f for page in (1, 2) for f in body("flowise", f"chatflows_page{page}")["data"]]
+
+    discover_flows()
+
+    shown = {f["id"]: f["createdDate"] for f in chatflows_list(tenant=None)}
+    assert shown == {f["id"]: f["createdDate"] for f in listed}
+    assert all(shown.values())
