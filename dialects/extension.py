@@ -33,3 +33,11 @@ def flywheel_field(
         "session_url": absolute_url(request, body["session_url"]),
         "warnings": warnings,
     }
+
+
+def error_text(error: dict[str, Any]) -> str:
+    """Flywheel's error (its shape's ``error``) in one line: its message, then each bad
+    field with why, for a dialect whose errors are a message alone."""
+    fields = error.get("details", {}).get("fields") or {}
+    said = "; ".join(f"{name}: {why}" for name, why in fields.items())
+    return f"{error['message']} {said}" if said else str(error["message"])

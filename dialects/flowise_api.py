@@ -30,7 +30,7 @@ from typing_extensions import TypedDict
 
 from chatflows.contract import MAX_FLOW_ID
 from dialects.catalog import flow_ref
-from dialects.extension import flywheel_field
+from dialects.extension import error_text, flywheel_field
 from flywheel.asyncapi import async_api, error_response, json_body
 from flywheel.asyncdb import db
 from flywheel.contract import NOT_BLANK, Contract, Says, validated
@@ -78,10 +78,7 @@ class PredictionRequest(Contract):
 
 def flowise_error(body: dict[str, Any], status: int) -> dict[str, Any]:
     error = body["error"]
-    fields = error.get("details", {}).get("fields") or {}
-    said = "; ".join(f"{name}: {why}" for name, why in fields.items())
-    message = f"{error['message']} {said}" if said else error["message"]
-    return {"statusCode": status, "success": False, "message": message, "error": error}
+    return {"statusCode": status, "success": False, "message": error_text(error), "error": error}
 
 
 def flowise_error_response(err: ApplicationError) -> JsonResponse:

@@ -29,7 +29,7 @@ from django.http.response import HttpResponseBase
 from pydantic import Field
 
 from dialects.catalog import flow_ref
-from dialects.extension import flywheel_field
+from dialects.extension import error_text, flywheel_field
 from flywheel.asyncapi import async_api, error_response, json_body
 from flywheel.asyncdb import db
 from flywheel.contract import NOT_BLANK, Contract, Says, validated
@@ -64,10 +64,7 @@ class RunRequest(Contract):
 
 
 def langflow_error(body: dict[str, Any]) -> dict[str, Any]:
-    error = body["error"]
-    fields = error.get("details", {}).get("fields") or {}
-    said = "; ".join(f"{name}: {why}" for name, why in fields.items())
-    return {"detail": f"{error['message']} {said}" if said else error["message"], "error": error}
+    return {"detail": error_text(body["error"]), "error": body["error"]}
 
 
 def langflow_error_response(err: ApplicationError) -> JsonResponse:

@@ -42,6 +42,20 @@ def server_env(**extra: str) -> dict[str, str]:
     return {**env, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1", **extra}
 
 
+def wait_until_up(url: str, process: subprocess.Popen[bytes], method: str = "GET") -> None:
+    """Until ``url`` answers at all (any status), ``process`` serving it; raises if the
+    process ends first or START_TIMEOUT passes."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            httpx.request(method, url, json={} if method == "POST" else None, timeout=1)
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise
+            time.sleep(0.1)
+
+
 @contextlib.contextmanager
 def standing_in() -> Iterator[int]:
     """A stand-in Flowise (bench/standin.py) on a free port: its port."""
@@ -53,15 +67,7 @@ def standing_in() -> Iterator[int]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/api/v1/ping", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        wait_until_up(f"http://127.0.0.1:{port}/api/v1/ping", process)
         yield port
     finally:
         process.terminate()
@@ -78,15 +84,7 @@ def serving_web(env: dict[str, str]) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                httpx.get(f"{url}/healthz", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.1)
+        wait_until_up(f"{url}/healthz", process)
         yield url
     finally:
         process.terminate()

@@ -8,6 +8,7 @@ unsure and an LLM is configured and enabled in the policy.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -168,27 +169,23 @@ def plan(
     preference as it stands."""
     backends = state.backends_for(tenant_id)
     if preference.lower() != "auto":
+        refused: BackendUnavailableError | NoMatchingFlowError | None = None
         try:
             chosen = _explicit(
                 state, backends, preference=preference, intent=intent, now=now, trial=trial
             )
-        except (BackendUnavailableError, NoMatchingFlowError):
+        except (BackendUnavailableError, NoMatchingFlowError) as err:
             if not fallback:
                 raise
-            chosen = Plan((), "explicit")
+            chosen, refused = Plan((), "explicit"), err
         if not fallback:
             return chosen
         asked = {c.backend.id for c in chosen.candidates}
-        rest = plan(
-            state,
-            tenant_id=tenant_id,
-            intent=intent,
-            query_type=query_type,
-            preference="auto",
-            now=now,
-            trial=trial,
-        ).candidates
-        others = tuple(c for c in rest if c.backend.id not in asked)
+        others = _routed_except(
+            state, tenant_id, intent, query_type, now, trial, lambda c: c.backend.id in asked
+        )
+        if refused is not None and not others:
+            raise refused  # nothing else could answer either: why the one asked for cannot
         return Plan((*chosen.candidates, *others), "explicit")
     known = estimates_for(state, backends, intent)
     candidates = _ranked(
@@ -217,6 +214,32 @@ def plan(
             details={"intent": intent},
         )
     return Plan(tuple(candidates), "auto")
+
+
+def _routed_except(
+    state: RoutingState,
+    tenant_id: int | None,
+    intent: str,
+    query_type: str | None,
+    now: datetime,
+    trial: Trial | None,
+    skip: Callable[[Candidate], bool],
+) -> tuple[Candidate, ...]:
+    """Routing's candidates for the intent but those ``skip`` names: what follows a
+    backend or flow asked for, when others may answer for it (none: no flow serves it)."""
+    try:
+        ranked = plan(
+            state,
+            tenant_id=tenant_id,
+            intent=intent,
+            query_type=query_type,
+            preference="auto",
+            now=now,
+            trial=trial,
+        ).candidates
+    except NoMatchingFlowError:
+        return ()
+    return tuple(c for c in ranked if not skip(c))
 
 
 def _arm_candidates(
@@ -362,20 +385,10 @@ def plan_flow(
         )
     rest: tuple[Candidate, ...] = ()
     if fallback:
-        try:
-            others = plan(
-                state,
-                tenant_id=tenant_id,
-                intent=intent,
-                query_type=query_type,
-                preference="auto",
-                now=now,
-                trial=trial,
-            ).candidates
-        except NoMatchingFlowError:
-            others = ()
         ids = {e.id for _, e in named}
-        rest = tuple(c for c in others if c.flow.id not in ids)
+        rest = _routed_except(
+            state, tenant_id, intent, query_type, now, trial, lambda c: c.flow.id in ids
+        )
     if not first and not rest:
         raise BackendUnavailableError(
             f"Backend {backend.name!r} of flow {entry.name!r} is unavailable, and no other "

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from routing.install import defaults_load
 from routing.models import RoutingDecision
 from tests.paths import ROOT
 from tests.routing_world import refresh
-from tests.served import START_TIMEOUT, free_port, server_env, standing_in
+from tests.served import START_TIMEOUT, free_port, server_env, standing_in, wait_until_up
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -216,15 +215,7 @@ def serving_http(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[by
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                httpx.post(url, json={}, timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.1)
+        wait_until_up(url, process, method="POST")
         yield url, process
     finally:
         process.terminate()

@@ -253,9 +253,7 @@ def test_an_explicit_backend_is_shown_as_explicit_selection(world: World, key: s
     assert "- Selection: Explicit (score: " in text(result)
 
 
-def test_flowise_query_asks_flowise_only_as_seed_000s_agents_expect(
-    world: World, key: str
-) -> None:
+def test_flowise_query_asks_flowise_only_as_seed_000s_agents_expect(world: World, key: str) -> None:
     """Agents written for seed 000's flowise_query keep working: its questions go to
     Flowise backends only (the tool did not exist)."""
     answered = ok(call(key, "flowise_query", question=REVIEW))
