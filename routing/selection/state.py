@@ -24,6 +24,7 @@ from backends import snapshot as health_snapshot
 from backends.policy import HealthPolicy
 from chatflows import snapshot as flows_snapshot
 from flywheel.cache import shared_cache
+from flywheel.errors import DATABASE_UNAVAILABLE
 from flywheel.singleflight import SingleFlight
 from routing.classification.learned import LearnedModel
 from routing.classification.rules import IntentRuleSet, intent_rules
@@ -218,15 +219,21 @@ class _Memo:
             state = self.fresh()  # another thread may have refreshed it while this one waited
             if state is not None:
                 return state
-            self._state = RoutingState(
-                backends=_table(flows_snapshot.read_flows()),
-                health=_health(health_snapshot.read_health()),
-                policy=policy_values(),
-                rules=intent_rules(),
-                intent_model=classifier_current(ClassifierKind.INTENT),
-                type_model=classifier_current(ClassifierKind.QUERY_TYPE),
-                scopes=_scopes(shared_cache().get(SCOPES_KEY) or {}),
-            )
+            try:
+                self._state = RoutingState(
+                    backends=_table(flows_snapshot.read_flows()),
+                    health=_health(health_snapshot.read_health()),
+                    policy=policy_values(),
+                    rules=intent_rules(),
+                    intent_model=classifier_current(ClassifierKind.INTENT),
+                    type_model=classifier_current(ClassifierKind.QUERY_TYPE),
+                    scopes=_scopes(shared_cache().get(SCOPES_KEY) or {}),
+                )
+            except DATABASE_UNAVAILABLE:
+                # What the cache lacked is in the database, and it is down: routing goes
+                # on with what it last knew (tried again after MEMO_SECONDS).
+                if self._state is None:
+                    raise
             self._state_at = time.monotonic()
             return self._state
 

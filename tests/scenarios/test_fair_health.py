@@ -90,7 +90,13 @@ def test_a_tenant_cannot_bench_a_shared_backend_with_a_history_it_refuses(
     session = first.json()["session_id"]
 
     refused = [
-        query(attacker, question=f"{REVIEW}, part {n}", session_id=session, backend="fw")
+        query(
+            attacker,
+            question=f"{REVIEW}, part {n}",
+            session_id=session,
+            backend="fw",
+            fallback=False,  # fw alone: a named backend would fall back to "mine"
+        )
         for n in range(MIN_ATTEMPTS + 3)  # new questions: no cached answer stands in
     ]
 

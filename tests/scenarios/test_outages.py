@@ -35,13 +35,14 @@ from flywheel.services import (
     api_keys_forget_memo,
 )
 from routing.answering.sessions import SESSION_KEY, session_cached
-from routing.classification import rules
+from routing.classification import rules, training
 from routing.classification.cascade import classify_by_rules
 from routing.install import defaults_load
-from routing.models import Intent, IntentPattern, RoutingDecision, Turn
+from routing.models import ClassifierKind, Intent, IntentPattern, RoutingDecision, Turn
 from routing.recording import writer as recording
 from routing.recording.spool import Spool
 from routing.recording.writer import drain
+from routing.selection import state as state_module
 from tests.disks import FillingDisk
 from tests.routing_world import World
 
@@ -440,3 +441,30 @@ async def test_with_the_database_down_requests_that_need_it_hear_503_at_once(
     assert time.monotonic() - returned < 2 * outage.PROBE_SECONDS + 0.5
     back = await _query(raw_api_key, {"question": REVIEW})
     assert back.status_code == 200, back.json()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_routing_keeps_its_last_state_while_the_database_is_down(
+    world: World, raw_api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The routing state is rebuilt every half second from the cache, and what the cache
+    lacks (here the learned classifier's version) from the database. With the database
+    down, that rebuild failed, and a known key's question was answered 503: seen in a
+    CI run where a recheck fell due in the outage."""
+    warm = await _query(raw_api_key, {"question": REVIEW})
+    assert warm.status_code == 200, warm.json()
+    await sync_to_async(drain)()
+    monkeypatch.setattr(state_module, "MEMO_SECONDS", 0.0)  # each question rebuilds it
+    monkeypatch.setattr(training, "RECHECK_SECONDS", 0.0)  # and rechecks the classifier
+    shared_cache().delete(training.VERSION_KEY.format(kind=ClassifierKind.INTENT))
+
+    down = pytest.MonkeyPatch()
+    down.setattr(DatabaseWrapper, "get_new_connection", _refused)
+    connections.close_all()  # no pooled connection carries on
+    try:
+        during = await _query(raw_api_key, {"question": REVIEW})
+    finally:
+        down.undo()
+
+    assert during.status_code == 200, during.json()
+    await sync_to_async(drain)(timeout=15)
