@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from chatflows.filters import IntentSlug
+from dialects.extension import renamed_refusal
 from flywheel.contract import NOT_BLANK, Contract, Says, validated
 from flywheel.errors import ValidationError
 from routing.answering.query_input import (
@@ -199,9 +200,8 @@ def chat_query(
     try:
         query = query_request(data)
     except ValidationError as err:  # the query's fields, as the chat's
-        fields = err.details.get("fields", {})
-        named = {("messages" if f in ("question", "history") else f): m for f, m in fields.items()}
-        raise ValidationError(ChatRequest.refused_message, details={"fields": named}) from err
+        names = {"question": "messages", "history": "messages"}
+        raise renamed_refusal(err, ChatRequest.refused_message, names) from err
     warnings = []
     if instructions:
         warnings.append("System and developer messages are not sent: a flow keeps its own prompt.")

@@ -30,10 +30,16 @@ from typing_extensions import TypedDict
 
 from chatflows.contract import MAX_FLOW_ID
 from dialects.catalog import flow_ref
-from dialects.extension import error_text, flywheel_field
-from flywheel.asyncapi import async_api, error_response, json_body
+from dialects.extension import (
+    Question,
+    dialect_error_response,
+    error_text,
+    flywheel_field,
+    renamed_refusal,
+)
+from flywheel.asyncapi import async_api, json_body
 from flywheel.asyncdb import db
-from flywheel.contract import NOT_BLANK, Contract, Says, validated
+from flywheel.contract import Contract, Says, validated
 from flywheel.errors import (
     ApplicationError,
     MethodNotAllowedError,
@@ -41,7 +47,7 @@ from flywheel.errors import (
     ValidationError,
 )
 from flywheel.models import ApiKey
-from routing.answering.query_input import MAX_QUESTION, query_request
+from routing.answering.query_input import query_request
 from routing.answering.service import answer_question, query_refused, stream_answer
 from routing.answering.sessions import session_known
 from routing.selection.state import current_state
@@ -58,11 +64,7 @@ class PredictionRequest(Contract):
 
     refused_message = "The prediction request is not valid."
 
-    question: Annotated[
-        str,
-        Field(min_length=1, max_length=MAX_QUESTION, pattern=NOT_BLANK),
-        Says(f"Required: 1-{MAX_QUESTION} characters of text, not all blank."),
-    ]
+    question: Question
     streaming: Annotated[bool, Says("Must be true or false.")] = False
     overrideConfig: Annotated[dict[str, Any], Says("Must be an object (passed to the flow).")] = (
         Field(default_factory=dict)
@@ -82,9 +84,7 @@ def flowise_error(body: dict[str, Any], status: int) -> dict[str, Any]:
 
 
 def flowise_error_response(err: ApplicationError) -> JsonResponse:
-    response = error_response(err)
-    response.content = json.dumps(flowise_error(err.as_dict(), err.status_code)).encode()
-    return response
+    return dialect_error_response(err, lambda body: flowise_error(body, err.status_code))
 
 
 def _exchanges(history: list[FlowiseMessage]) -> list[dict[str, str]]:
@@ -117,9 +117,8 @@ async def _query(request: HttpRequest, api_key: ApiKey, flow: str) -> tuple[Any,
     try:
         return body, query_request(data)
     except ValidationError as err:  # the query's fields, as Flowise's
-        fields = err.details.get("fields", {})
-        named = {("overrideConfig" if f == "parameters" else f): m for f, m in fields.items()}
-        raise ValidationError(PredictionRequest.refused_message, details={"fields": named}) from err
+        names = {"parameters": "overrideConfig"}
+        raise renamed_refusal(err, PredictionRequest.refused_message, names) from err
 
 
 def _answer(request: HttpRequest, body: dict[str, Any], question: str) -> dict[str, Any]:

@@ -29,13 +29,19 @@ from django.http.response import HttpResponseBase
 from pydantic import Field
 
 from dialects.catalog import flow_ref
-from dialects.extension import error_text, flywheel_field
-from flywheel.asyncapi import async_api, error_response, json_body
+from dialects.extension import (
+    Question,
+    dialect_error_response,
+    error_text,
+    flywheel_field,
+    renamed_refusal,
+)
+from flywheel.asyncapi import async_api, json_body
 from flywheel.asyncdb import db
-from flywheel.contract import NOT_BLANK, Contract, Says, validated
+from flywheel.contract import Contract, Says, validated
 from flywheel.errors import ApplicationError, ValidationError
 from flywheel.models import ApiKey
-from routing.answering.query_input import MAX_QUESTION, query_request
+from routing.answering.query_input import query_request
 from routing.answering.service import answer_question, query_refused, stream_answer
 from routing.answering.sessions import session_known
 from routing.selection.state import current_state
@@ -49,11 +55,7 @@ class RunRequest(Contract):
 
     refused_message = "The run request is not valid."
 
-    input_value: Annotated[
-        str,
-        Field(min_length=1, max_length=MAX_QUESTION, pattern=NOT_BLANK),
-        Says(f"Required: 1-{MAX_QUESTION} characters of text, not all blank."),
-    ]
+    input_value: Question
     input_type: Annotated[Literal["chat", "text", "any"], Says(IO_TYPE)] = "chat"
     output_type: Annotated[Literal["chat", "text", "any", "debug"], Says(IO_TYPE)] = "chat"
     tweaks: Annotated[
@@ -68,9 +70,7 @@ def langflow_error(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def langflow_error_response(err: ApplicationError) -> JsonResponse:
-    response = error_response(err)
-    response.content = json.dumps(langflow_error(err.as_dict())).encode()
-    return response
+    return dialect_error_response(err, langflow_error)
 
 
 async def _query(request: HttpRequest, api_key: ApiKey, flow: str) -> tuple[RunRequest, Any]:
@@ -89,8 +89,7 @@ async def _query(request: HttpRequest, api_key: ApiKey, flow: str) -> tuple[RunR
         return run, query_request(data)
     except ValidationError as err:  # the query's fields, as Langflow's
         names = {"question": "input_value", "parameters": "tweaks"}
-        fields = {names.get(f, f): m for f, m in err.details.get("fields", {}).items()}
-        raise ValidationError(RunRequest.refused_message, details={"fields": fields}) from err
+        raise renamed_refusal(err, RunRequest.refused_message, names) from err
 
 
 def _message(text: str, session_id: str, *, machine: bool = True) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from django.http.response import HttpResponseBase
 
 from dialects.catalog import OWNER, ROUTED, flow_models, model_named
 from dialects.chat_request import ChatRequest, chat_query, chat_request
-from dialects.extension import flywheel_field, routing_headers
-from flywheel.asyncapi import async_api, error_response, json_body
+from dialects.extension import dialect_error_response, flywheel_field, routing_headers
+from flywheel.asyncapi import async_api, json_body
 from flywheel.errors import ApplicationError
 from flywheel.models import ApiKey
 from routing.answering.service import answer_question, query_refused, stream_answer
@@ -63,9 +63,7 @@ def openai_error(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def openai_error_response(err: ApplicationError) -> JsonResponse:
-    response = error_response(err)
-    response.content = json.dumps(openai_error(err.as_dict())).encode()
-    return response
+    return dialect_error_response(err, openai_error)
 
 
 def _usage(body: dict[str, Any]) -> dict[str, int] | None:
