@@ -202,13 +202,13 @@ class _Writer:
         self._remember([job.answer for job in jobs if job.answer is not None])
         try:
             self._store_until_done(batch, window)
+            for job in jobs:  # settled before counted written: drain() then sees both
+                if job.segment is not None:
+                    self.spool.settle(job.segment)
         finally:
             WRITER_BACKLOG.dec(len(batch))
             WRITER_MEMORY.dec(sum(job.size for job in jobs))
             self._backlog.written(jobs)
-        for job in jobs:
-            if job.segment is not None:
-                self.spool.settle(job.segment)
 
     def _store_until_done(self, batch: list[DecisionData], window: int) -> None:
         wait = self.RETRY_FIRST_SECONDS

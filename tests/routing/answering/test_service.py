@@ -1198,18 +1198,20 @@ def test_a_later_attempt_gets_only_what_remains_of_the_budget(world: World, tena
 
     world.fw_route.mock(side_effect=slow_failure)
     _hangs(world.lf_route)
-    _budget(0.8)
+    # fw's deadline is half of what remains when it starts: the budget leaves it room
+    # for its 0.3 s even when a loaded machine spends a second before the first attempt.
+    _budget(2.0)
     started = time.perf_counter()
 
     error = fails(tenant, AllBackendsFailedError, question=REVIEW)
 
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 3.5
     chain = error.details["fallback_chain"]
     assert [(a["backend"], a["error_type"]) for a in chain] == [
         ("fw", "UnexpectedError"),
         ("lf", "BudgetExceeded"),
     ]
-    assert chain[1]["latency_ms"] < 700  # the 0.8 s budget less fw's 0.3 s, not 0.8 s
+    assert chain[1]["latency_ms"] < 1800  # the 2 s budget less fw's 0.3 s, not 2 s
 
 
 def test_a_streamed_answer_keeps_to_the_budget_too(world: World, tenant: Tenant) -> None:
