@@ -56,7 +56,7 @@ class FlowForm(forms.ModelForm):
 
     class Meta:
         model = Flow
-        fields = ["intent_keywords", "keywords_edited", "scope", "is_generic"]
+        fields = ["intent_keywords", "keywords_edited", "scope", "scope_edited", "is_generic"]
 
 
 @admin.register(Flow)
@@ -104,6 +104,7 @@ class FlowAdmin(admin.ModelAdmin):
         "intent_keywords",
         "keywords_edited",
         "scope",
+        "scope_edited",
         "is_generic",
         "first_seen_at",
         "last_seen_at",
@@ -117,7 +118,10 @@ class FlowAdmin(admin.ModelAdmin):
         keywords = None
         if "intent_keywords" in form.changed_data:  # the service sees them change
             keywords, obj.intent_keywords = obj.intent_keywords, form.initial["intent_keywords"]
-        flow_routing_set(flow=obj, intent_keywords=keywords)
+        scope = None
+        if "scope" in form.changed_data:  # set by hand: kept by later discoveries
+            scope, obj.scope = obj.scope, form.initial["scope"]
+        flow_routing_set(flow=obj, intent_keywords=keywords, scope=scope)
 
     def _on_backend(
         self,

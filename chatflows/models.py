@@ -61,6 +61,13 @@ class Flow(models.Model):
         default=False,
         help_text="Keywords were edited by hand; discovery will not overwrite them.",
     )
+    scope_edited = models.BooleanField(
+        default=False,
+        help_text="The scope was set by hand; discovery will not derive it again.",
+    )
+    # Where temperature and max_tokens reach the flow: [parameter, node, field] triples
+    # read at discovery (backends/adapters/traits.py).
+    tunable = models.JSONField(default=list, blank=True)
     first_seen_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(auto_now_add=True)
     removed_at = models.DateTimeField(null=True, blank=True)

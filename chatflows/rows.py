@@ -17,6 +17,7 @@ from backends.adapters.records import DiscoveredFlow
 from backends.models import Backend
 from chatflows.keywords import flow_keywords
 from chatflows.models import Flow
+from chatflows.scope import flow_scope
 
 SYNCED_FIELDS = ("name", "flow_type", "deployed", "description", "endpoint_name")
 # DiscoveredFlow's name of a field -> the Flow row's, where they differ.
@@ -26,14 +27,23 @@ ROW_FIELDS = {"created": "backend_created"}
 def flow_apply(flow: Flow, item: DiscoveredFlow, now: datetime) -> bool:
     """Copy what the backend reported onto ``flow`` (not saved); True if anything changed.
 
-    Intent keywords are derived again unless they were edited by hand; a
-    flow marked removed is active again.
+    Intent keywords and the scope (chatflows/scope.py) are derived again unless they
+    were set by hand; a flow marked removed is active again.
     """
     changed = flow.pk is None or flow.removed_at is not None
     for field in (*SYNCED_FIELDS, *ROW_FIELDS):
         column = ROW_FIELDS.get(field, field)
         if getattr(flow, column) != getattr(item, field):
             setattr(flow, column, getattr(item, field))
+            changed = True
+    tunable = [list(triple) for triple in item.tunable]
+    if flow.tunable != tunable:
+        flow.tunable = tunable
+        changed = True
+    if not flow.scope_edited:
+        scope = flow_scope(name=item.name, description=item.description, node_kinds=item.node_kinds)
+        if scope != flow.scope:
+            flow.scope = scope
             changed = True
     if not flow.keywords_edited:
         keywords = flow_keywords(

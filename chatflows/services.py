@@ -21,9 +21,9 @@ from backends.models import Backend
 from backends.on_demand import DISCOVERY, on_demand_run
 from backends.services import DEFAULT_CONCURRENCY, backend_config, gather_bounded
 from chatflows import snapshot
-from chatflows.models import Flow
+from chatflows.models import Flow, FlowScope
 from chatflows.rows import flow_apply
-from flywheel.errors import ApplicationError
+from flywheel.errors import ApplicationError, ValidationError
 from flywheel.models import Tenant
 
 
@@ -126,12 +126,26 @@ def keyword_list(words: Iterable[str]) -> list[str]:
 
 
 def flow_routing_set(
-    *, flow: Flow, is_generic: bool | None = None, intent_keywords: Iterable[str] | None = None
+    *,
+    flow: Flow,
+    is_generic: bool | None = None,
+    intent_keywords: Iterable[str] | None = None,
+    scope: str | None = None,
 ) -> Flow:
     """Set how routing uses ``flow`` (None leaves a field as it is): ``is_generic`` (it
-    serves any intent, at a reduced match) and the intents it serves. Keywords set here
-    are kept by later discoveries. The admin's flow form and ``set_flow`` call this.
+    serves any intent, at a reduced match), the intents it serves, and its ``scope``
+    (global, local or any: the query type it is made for). Keywords and a scope set here
+    are kept by later discoveries. The admin's flow form, ``set_flow``, REST's
+    PATCH /api/v1/flows/{id} and MCP's ``set_flow_routing`` call this; a scope that is
+    not one of the three is a ValidationError.
     """
+    if scope is not None:
+        if scope not in FlowScope.values:
+            raise ValidationError(
+                f"Unknown scope {scope!r}: one of {', '.join(FlowScope.values)}.",
+                details={"field": "scope", "allowed": list(FlowScope.values)},
+            )
+        flow.scope, flow.scope_edited = scope, True
     if is_generic is not None:
         flow.is_generic = is_generic
     if intent_keywords is not None:

@@ -45,6 +45,7 @@ def _flows_snapshot() -> dict[str, Any]:
             "intent_keywords": list(f.intent_keywords),
             "scope": f.scope,
             "is_generic": f.is_generic,
+            "tunable": f.tunable,
         }
         for f in Flow.objects.routable().order_by("backend_id", "id")
     ]

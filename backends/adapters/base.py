@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from backends.adapters.discovery import Discovery, FlowsPage, discover, too_many_flows
 from backends.adapters.records import FlowRecord, record_problem
+from backends.adapters.traits import Tunable, unapplied
 from backends.errors import BackendError, BackendUnsupportedError
 from backends.http import HttpClient, Response, Transport
 from backends.http.limits import discovery_max_flows
@@ -248,6 +249,14 @@ class FlowBackend(abc.ABC):
         history: Sequence[Exchange] = (),
     ) -> AsyncIterator[StreamEvent]:
         """Run a flow, yielding text chunks and then one end event."""
+
+    @classmethod
+    def tuned(cls, parameters: Mapping[str, Any] | None, tunable: Tunable) -> dict[str, Any]:
+        """``parameters`` as a flow of this kind whose nodes take ``tunable`` (found at
+        discovery: traits.py) receives them. A sampling parameter none of its nodes
+        takes is left out; the answer's warnings say so (traits.unapplied)."""
+        left_out = set(unapplied(parameters, tunable))
+        return {k: v for k, v in (parameters or {}).items() if k not in left_out}
 
     # --- what the kind can do -------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from backends.adapters.base import DEFAULT_FLOW_TYPE, timestamp
 from backends.adapters.records import DiscoveredFlow, FlowRecord
+from backends.adapters.traits import flowise_tunable, node_kinds
 from backends.http import loads
 
 # Fields of a chatflow record that Flowise stores as JSON-encoded strings.
@@ -50,6 +51,8 @@ def discovered_flow(record: Mapping[str, Any]) -> DiscoveredFlow:
         deployed=bool(record.get("deployed")),
         description=str(record.get("category") or ""),
         created=str(record.get("createdDate") or ""),
+        tunable=flowise_tunable(record.get("apiConfig")),
+        node_kinds=node_kinds(record.get("flowData"), ("name", "label", "category")),
     )
 
 

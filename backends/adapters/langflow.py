@@ -28,6 +28,7 @@ from backends.adapters.base import (
 from backends.adapters.discovery import FlowsPage
 from backends.adapters.langflow_usage import run_usage
 from backends.adapters.records import DiscoveredFlow, FlowRecord
+from backends.adapters.traits import Tunable, as_tweaks, langflow_tunable, node_kinds
 from backends.errors import (
     BackendAuthenticationError,
     BackendError,
@@ -138,6 +139,12 @@ def answer_text(run_response: Mapping[str, Any]) -> str:
 class LangflowBackend(FlowBackend):
     kind = "langflow"
     label = "Langflow"
+
+    @classmethod
+    def tuned(cls, parameters: Mapping[str, Any] | None, tunable: Tunable) -> dict[str, Any]:
+        """Temperature and max_tokens become tweaks of the components that take them."""
+        return as_tweaks(parameters, tunable)
+
     # No flow types, no deployment step, no generator: the base class refuses those.
 
     map_error = staticmethod(map_error)
@@ -181,7 +188,7 @@ class LangflowBackend(FlowBackend):
             "/api/v1/flows/",
             params={
                 "get_all": "false",
-                "header_flows": "true",
+                "header_flows": "false",  # with each flow's data: its components
                 "remove_example_flows": "true",
                 "page": number,
                 "size": PAGE_SIZE,
@@ -359,6 +366,8 @@ def discovered_flow(item: Mapping[str, Any]) -> DiscoveredFlow:
         deployed=True,  # Langflow has no deployment step: every flow can run
         description=str(item.get("description") or ""),
         endpoint_name=str(item.get("endpoint_name") or ""),
+        tunable=langflow_tunable(item.get("data")),
+        node_kinds=node_kinds(item.get("data"), ("type",)),
     )
 
 

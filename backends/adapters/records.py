@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from backends.adapters.traits import Tunable
 from backends.errors import BackendUnexpectedError
 from backends.http.limits import (
     FLOW_DATA_SETTING,
@@ -50,6 +51,9 @@ class DiscoveredFlow:
     description: str = ""
     endpoint_name: str = ""
     created: str = ""  # when the backend says it created the flow, as it wrote it ("": unsaid)
+    # Where temperature and max_tokens can reach it, and its nodes' kinds (traits.py).
+    tunable: Tunable = ()
+    node_kinds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

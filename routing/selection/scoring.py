@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from backends.adapters.traits import Tunable
 from routing.selection.estimates import Estimate, Prior
 
 GENERIC_FACTOR = 0.5
@@ -89,6 +90,7 @@ class FlowEntry:
     keyword_count: int
     scope: str = "any"
     is_generic: bool = False
+    tunable: Tunable = ()  # where temperature and max_tokens reach it
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ def _table(published: dict[str, Any]) -> tuple[BackendEntry, ...]:
                 keyword_count=len(keywords),
                 scope=f["scope"],
                 is_generic=f["is_generic"],
+                tunable=tuple(tuple(t) for t in f.get("tunable", ())),
             )
         )
     return tuple(

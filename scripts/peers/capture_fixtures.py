@@ -214,11 +214,25 @@ def capture_langflow(env: dict[str, str]) -> None:
 
     rec.capture("health_check", "GET", "/health_check", auth={})
     rec.capture(
-        "flows_page1", "GET", "/api/v1/flows/?get_all=false&header_flows=true&page=1&size=1"
+        "flows_page1", "GET", "/api/v1/flows/?get_all=false&header_flows=false&page=1&size=1"
     )
     rec.capture(
-        "flows_page2", "GET", "/api/v1/flows/?get_all=false&header_flows=true&page=2&size=1"
+        "flows_page2", "GET", "/api/v1/flows/?get_all=false&header_flows=false&page=2&size=1"
     )
+    # A page with data holding a model component (the fake LLM flow the live tests run):
+    # discovery reads where temperature and max_tokens reach a flow from it.
+    llm = json.loads((ROOT / "tests/peers/langflow-fake-llm-flow.json").read_text())
+    llm_flow = rec.send(
+        "POST", "/api/v1/flows/", {**llm, "name": SCRATCH, "endpoint_name": SCRATCH}
+    )
+    try:
+        rec.capture(
+            "flows_page_all",
+            "GET",
+            "/api/v1/flows/?get_all=false&header_flows=false&page=1&size=100",
+        )
+    finally:
+        rec.send("DELETE", f"/api/v1/flows/{llm_flow.json().get('id')}")
     rec.capture("flow_get", "GET", f"/api/v1/flows/{echo}")
     rec.capture("flow_get_unknown", "GET", f"/api/v1/flows/{UNKNOWN_UUID}")
     rec.capture("flow_get_invalid_id", "GET", "/api/v1/flows/not-a-uuid")

@@ -16,8 +16,9 @@ from backends.models import Backend
 from chatflows import snapshot
 from chatflows.lifecycle import chatflows_list
 from chatflows.models import Flow
-from chatflows.services import flows_sync
+from chatflows.services import flow_routing_set, flows_sync
 from chatflows.tasks import discover_flows
+from flywheel.errors import ValidationError
 from routing.install import defaults_load
 from routing.models import Intent, IntentPattern
 from tests.captured import body, response
@@ -91,6 +92,48 @@ def test_keywords_edited_by_hand_are_never_overwritten(backend: Backend) -> None
     flow = Flow.objects.get(external_id="1")
     assert flow.name == "Code review bot v2"
     assert flow.intent_keywords == ["document-qa"]
+
+
+def test_a_flows_scope_is_derived_from_its_name_description_and_nodes(backend: Backend) -> None:
+    flows_sync(
+        backend=backend,
+        discovered=[
+            _flow("1", "Weekly digest", description="themes and trends across the tickets"),
+            _flow("2", "Docs Q&A", description="answers specific facts from the handbook"),
+            _flow("3", "helper", node_kinds=("chatinput", "chroma", "parsercomponent")),
+            _flow("4", "echo", node_kinds=("chatinput", "chatoutput")),
+            _flow("5", "Summaries", node_kinds=("conversationalretrievalqachain",)),  # 2 to 1
+        ],
+    )
+
+    scopes = dict(Flow.objects.values_list("external_id", "scope"))
+    assert scopes == {"1": "global", "2": "local", "3": "local", "4": "any", "5": "global"}
+
+
+def test_a_scope_set_by_hand_is_kept_by_discovery(backend: Backend) -> None:
+    flows_sync(backend=backend, discovered=[_flow("1", "Weekly digest")])
+    flow_routing_set(flow=Flow.objects.get(), scope="local")
+
+    flows_sync(backend=backend, discovered=[_flow("1", "Weekly digest of themes")])
+
+    flow = Flow.objects.get()
+    assert (flow.scope, flow.scope_edited, flow.name) == ("local", True, "Weekly digest of themes")
+    with pytest.raises(ValidationError, match="Unknown scope 'wide'"):
+        flow_routing_set(flow=flow, scope="wide")
+    assert Flow.objects.get().scope == "local"
+
+
+def test_where_sampling_parameters_reach_a_flow_is_kept_and_published(backend: Backend) -> None:
+    tunable = (("temperature", "OpenAIModel-1", "temperature"),)
+    flows_sync(backend=backend, discovered=[_flow("1", "chat", tunable=tunable)])
+
+    assert Flow.objects.get().tunable == [["temperature", "OpenAIModel-1", "temperature"]]
+    assert snapshot.read_flows()["flows"][0]["tunable"] == [
+        ["temperature", "OpenAIModel-1", "temperature"]
+    ]
+    report = flows_sync(backend=backend, discovered=[_flow("1", "chat", tunable=())])
+    assert report.updated == 1
+    assert Flow.objects.get().tunable == []
 
 
 def test_keywords_follow_pattern_edits(backend: Backend) -> None:

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from backends.adapters.base import BackendConfig, Usage
-from backends.adapters.langflow import LangflowBackend
+from backends.adapters.langflow import LangflowBackend, run_body
+from backends.adapters.traits import unapplied
 from backends.errors import (
     BackendAuthenticationError,
     BackendError,
@@ -60,7 +61,7 @@ async def test_health_check_reports_a_failing_part() -> None:
     assert "db" in result.error
 
 
-async def test_discovery_pages_through_header_flows_with_the_key() -> None:
+async def test_discovery_pages_through_flows_with_their_data_with_the_key() -> None:
     sent: list[httpx.Request] = []
     pages = {"1": "flows_page1", "2": "flows_page2"}
 
@@ -77,7 +78,47 @@ async def test_discovery_pages_through_header_flows_with_the_key() -> None:
     assert all(f.deployed for f in flows)
     assert len(sent) == 2
     assert sent[0].headers["x-api-key"] == "sk-SECRET"
-    assert sent[0].url.params["header_flows"] == "true"
+    # With each flow's data: where temperature and max_tokens can reach it is read there.
+    assert sent[0].url.params["header_flows"] == "false"
+
+
+async def test_discovery_finds_the_model_components_that_take_sampling_parameters() -> None:
+    flows = (await adapter(lambda r: response("langflow", "flows_page_all")).discover_flows()).flows
+
+    tunable = {f.name: f.tunable for f in flows}
+    assert tunable["fixture-scratch"] == (
+        ("temperature", "OpenAIModel-fake1", "temperature"),
+        ("max_tokens", "OpenAIModel-fake1", "max_tokens"),
+    )
+    assert tunable["echo"] == tunable["echo-prompt"] == ()
+    kinds = {f.name: f.node_kinds for f in flows}
+    assert kinds["fixture-scratch"] == ("chatinput", "openaimodel", "chatoutput")
+
+
+def test_temperature_and_max_tokens_become_tweaks_of_the_model_component() -> None:
+    tunable = (
+        ("temperature", "OpenAIModel-fake1", "temperature"),
+        ("max_tokens", "OpenAIModel-fake1", "max_tokens"),
+    )
+    given = {
+        "temperature": 0.3,
+        "max_tokens": 42,
+        "tweaks": {"OpenAIModel-fake1": {"max_tokens": 7}, "ChatOutput-fake1": {"x": 1}},
+    }
+
+    sent = LangflowBackend.tuned(given, tunable)
+
+    assert sent == {  # the caller's own tweak of the same field wins
+        "tweaks": {
+            "OpenAIModel-fake1": {"temperature": 0.3, "max_tokens": 7},
+            "ChatOutput-fake1": {"x": 1},
+        }
+    }
+    assert run_body("q", None, sent)["tweaks"] == sent["tweaks"]
+    # A flow without a model component: nothing is sent, and unapplied() names both.
+    assert LangflowBackend.tuned({"temperature": 0.3, "max_tokens": 42}, ()) == {}
+    assert unapplied({"temperature": 0.3, "max_tokens": 42}, ()) == ["temperature", "max_tokens"]
+    assert unapplied({"temperature": 0.3, "max_tokens": 42}, tunable) == []
 
 
 async def test_discovering_200_flows_costs_two_requests() -> None:
