@@ -46,7 +46,7 @@ def flywheel_field(
         "fallback_used": routing.get("fallback_used", False),
         "trace_url": absolute_url(request, body["trace_url"]),
         "session_url": absolute_url(request, body["session_url"]),
-        "warnings": warnings,
+        "warnings": warnings + body.get("warnings", []),  # the door's, then the flow's
     }
 
 

@@ -53,6 +53,12 @@ class World:
     def fail(self, route: respx.Route, status: int = 500) -> None:
         route.mock(return_value=httpx.Response(status, json={"message": "boom"}))
 
+    def tunable(self, flow: Flow, *triples: tuple[str, str, str]) -> None:
+        """Say where temperature and max_tokens reach ``flow``, as discovery would have
+        found them: (parameter, node, field) triples."""
+        Flow.objects.filter(pk=flow.pk).update(tunable=[list(t) for t in triples])
+        refresh()
+
     def set_health(self, backend: Backend, *, healthy: bool, cooldown: bool = False) -> None:
         BackendHealth.objects.filter(backend=backend).update(
             healthy=healthy,

@@ -250,11 +250,12 @@ class FlowBackend(abc.ABC):
     ) -> AsyncIterator[StreamEvent]:
         """Run a flow, yielding text chunks and then one end event."""
 
+    untuned_reason: ClassVar[str] = "has no node that takes it"  # for an answer's warnings
+
     @classmethod
     def tuned(cls, parameters: Mapping[str, Any] | None, tunable: Tunable) -> dict[str, Any]:
-        """``parameters`` as a flow of this kind whose nodes take ``tunable`` (found at
-        discovery: traits.py) receives them. A sampling parameter none of its nodes
-        takes is left out; the answer's warnings say so (traits.unapplied)."""
+        """``parameters`` as a flow of this kind whose nodes take ``tunable`` (traits.py)
+        receives them; a sampling parameter none takes is left out (the answer says so)."""
         left_out = set(unapplied(parameters, tunable))
         return {k: v for k, v in (parameters or {}).items() if k not in left_out}
 

@@ -153,6 +153,8 @@ class FlowiseBackend(FlowBackend):
     deployable = True
     generates = True
 
+    untuned_reason = "does not let callers override it (its API configuration's Override Config)"
+
     map_error = staticmethod(map_error)
 
     @staticmethod

@@ -140,6 +140,8 @@ class LangflowBackend(FlowBackend):
     kind = "langflow"
     label = "Langflow"
 
+    untuned_reason = "has no model component that takes it"
+
     @classmethod
     def tuned(cls, parameters: Mapping[str, Any] | None, tunable: Tunable) -> dict[str, Any]:
         """Temperature and max_tokens become tweaks of the components that take them."""

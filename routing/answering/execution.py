@@ -175,7 +175,7 @@ async def _ask(
                 candidate.flow.external_id,
                 question,
                 session_id=session_id,
-                parameters=parameters,
+                parameters=adapter.tuned(parameters, candidate.flow.tunable),
                 history=history,
             )
     except Exception as err:  # the backend's fault, ours or the budget's
@@ -361,7 +361,7 @@ async def stream_chain(
                         candidate.flow.external_id,
                         question,
                         session_id=session_id,
-                        parameters=parameters,
+                        parameters=adapter.tuned(parameters, candidate.flow.tunable),
                         history=history_for(candidate),
                     ):
                         if event.type == "chunk" and event.text:

@@ -17,7 +17,9 @@ from typing import Any
 
 from django.conf import settings
 
+from backends.adapters import adapter_class
 from backends.adapters.base import ExecutionResult
+from backends.adapters.traits import unapplied
 from flywheel.errors import (
     DATABASE_UNAVAILABLE,
     ApplicationError,
@@ -180,18 +182,32 @@ def usage_of(attempts: Sequence[Attempt]) -> dict[str, int | None] | None:
     }
 
 
+def unapplied_warnings(parameters: Mapping[str, Any], winner: Candidate) -> list[str]:
+    """What of the caller's temperature and max_tokens the flow that answered could not
+    take (none of its nodes takes it: backends/adapters/traits.py), in words."""
+    reason = adapter_class(winner.backend.kind).untuned_reason
+    return [
+        f"{parameter} was not applied: flow {winner.flow.name!r} on {winner.backend.name} {reason}."
+        for parameter in unapplied(parameters, winner.flow.tunable)
+    ]
+
+
 def _response(
     query: Query,
     answer: str,
     routing: dict[str, Any],
     attempts: Sequence[Attempt] = (),
     backend_ids: Mapping[str, Any] | None = None,
+    winner: Candidate | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "answer": answer,
         "session_id": str(query.session_id),
         "request_id": str(query.request_id),
     }
+    warnings = unapplied_warnings(query.request.parameters, winner) if winner else []
+    if warnings:  # only then: a parameter the flow could not take is never dropped unsaid
+        body["warnings"] = warnings
     usage = usage_of(attempts)
     if usage is not None:  # only then: most flows report no tokens
         body["usage"] = usage
@@ -262,7 +278,7 @@ async def conclude(
             _cached_answer(query, intent, result.text, winner, state),
         )
         routing = _routing_block(query, winner=winner, attempts=attempts)
-        return _response(query, result.text, routing, attempts, result.metadata)
+        return _response(query, result.text, routing, attempts, result.metadata, winner)
     cached = (
         answer_recall(query.tenant.pk, intent, query.backend_question) if may_use_cache else None
     )

@@ -129,6 +129,11 @@ class QueryAnswer(BaseModel):
         description="The answering backend's own ids for this exchange, when it gave any "
         "(Flowise: chatId, chatMessageId, questionMessageId, executionId).",
     )
+    warnings: list[str] | None = Field(
+        default=None,
+        description="Present when a parameter could not be applied: temperature or "
+        "max_tokens that no node of the flow that answered takes.",
+    )
     routing: Routing | None = Field(
         default=None, description="Present unless include_routing_metadata is false."
     )

@@ -9,6 +9,9 @@ get an answer ``"FAKE-LLM: <last user message>"`` and an OpenAI-shaped
 
 Endpoints:
   GET  /v1/models             a fixed list of model ids (any model name is answered)
+  GET  /v1/_last_request      the sampling parameters of the last chat request
+                              (temperature, max_tokens, model), so a live test can
+                              see what a flow's model component was given
   POST /v1/chat/completions   non-streaming: one chat.completion with ``usage``;
                               ``"stream": true``: SSE ``data:`` chunks (role, the
                               answer in word-sized pieces, finish_reason), then,
@@ -81,6 +84,10 @@ def pieces(answer: str) -> list[str]:
     return [w if i == 0 else " " + w for i, w in enumerate(words)]
 
 
+# What the last chat request asked for (GET /v1/_last_request).
+LAST_REQUEST: dict[str, Any] = {}
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, chunked streams: what the SDKs expect
     server_version = "fake-openai/1.0"
@@ -114,6 +121,9 @@ class Handler(BaseHTTPRequestHandler):
     # --- routes ----------------------------------------------------------------
 
     def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/_last_request"):
+            self.send_json(200, LAST_REQUEST)
+            return
         if self.path.rstrip("/").endswith("/models"):
             created = int(time.time())
             models = [
@@ -137,6 +147,12 @@ class Handler(BaseHTTPRequestHandler):
             )
             return
         messages = request["messages"]
+        LAST_REQUEST.clear()
+        LAST_REQUEST.update({k: request.get(k) for k in ("model", "temperature")})
+        # langchain-openai 1.x sends max_tokens as OpenAI's newer max_completion_tokens
+        LAST_REQUEST["max_tokens"] = request.get("max_completion_tokens") or request.get(
+            "max_tokens"
+        )
         answer = f"FAKE-LLM: {last_user_message(messages)}"
         usage = usage_for(messages, answer)
         model = str(request.get("model") or MODEL_IDS[0])

@@ -37,7 +37,7 @@ install_flowise() {
 
 install_langflow() {
     local dir="$PEERS_DIR/langflow"
-    local marker="$dir/.installed-$LANGFLOW_VERSION"
+    local marker="$dir/.installed-$LANGFLOW_VERSION-openai"  # with the OpenAI component's client
     [ -f "$marker" ] && { log "Langflow $LANGFLOW_VERSION already installed"; return; }
     mkdir -p "$dir"
     log "installing langflow-base $LANGFLOW_VERSION into $dir with uv (about 1 minute)"
@@ -48,8 +48,10 @@ install_langflow() {
         export UV_CACHE_DIR="$dir/.uv-cache"
         rm -rf venv
         uv-venv/bin/uv venv --quiet venv --python "$PYTHON"
+        # langchain-openai: the OpenAI component the fake-LLM flows use (fake_openai.py);
+        # langchain-core held at what langflow-base resolves alone.
         uv-venv/bin/uv pip install --quiet --python venv/bin/python "langflow-base==$LANGFLOW_VERSION" \
-            > install.log 2>&1
+            "langchain-openai==1.7.3" "langchain-core==1.7.2" > install.log 2>&1
     )
     touch "$marker"
     log "Langflow installed"

@@ -139,6 +139,8 @@ start_langflow() {
         export LANGFLOW_STORE=false LANGFLOW_MODELS_DEV_REFRESH=false
         export LANGFLOW_MCP_COMPOSER_ENABLED=false LANGFLOW_ADD_PROJECTS_TO_MCP_SERVERS=false
         export LANGFLOW_AGENTIC_EXPERIENCE=false
+        # Flows with an LLM reach the fake OpenAI server (scripts/peers/fake_openai.py) on loopback.
+        export LANGFLOW_SSRF_ALLOWED_HOSTS=127.0.0.1
         launch langflow "$LANGFLOW_PORT" \
             "curl -sf -o /dev/null --max-time 2 http://127.0.0.1:$LANGFLOW_PORT/health_check" \
             "$data" "$dir/venv/bin/langflow" run --host 127.0.0.1 --port "$LANGFLOW_PORT" --backend-only

@@ -88,6 +88,8 @@ def test_the_openai_client_is_answered_by_the_routed_flow(world: World, raw_api_
 async def test_the_conversation_so_far_goes_to_the_flow_and_system_messages_are_named(
     world: World, raw_api_key: str
 ) -> None:
+    # The flow lets callers override its temperature, not its max tokens.
+    await sync_to_async(world.tunable)(world.fw_flow, ("temperature", "ChatOpenAI", "temperature"))
     completion = await async_client(raw_api_key).chat.completions.create(
         model="flywheel",
         messages=[
@@ -108,10 +110,13 @@ async def test_the_conversation_so_far_goes_to_the_flow_and_system_messages_are_
         {"role": "apiMessage", "content": "Looks fine."},
     ]
     assert sent["overrideConfig"]["temperature"] == 0.2
+    assert "maxTokens" not in sent["overrideConfig"]
     warnings = (completion.model_extra or {})["flywheel"]["warnings"]
-    assert warnings == [
+    assert warnings == [  # the door's, then the flow's
         "System and developer messages are not sent: a flow keeps its own prompt.",
         "Not passed to flows, which do not take them: top_p.",
+        "max_tokens was not applied: flow 'reviewer' on fw does not let callers override it "
+        "(its API configuration's Override Config).",
     ]
     await sync_to_async(drain)()
 
