@@ -53,6 +53,11 @@ INSTRUCTIONS = (
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+# Flywheel's own settings, on Flywheel's rows: no backend is called, and setting the
+# same values again changes nothing.
+SETS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
 
 # name -> (function, annotations), in the order clients list them.
@@ -63,6 +68,7 @@ TOOLS: dict[str, tuple[Callable[..., Awaitable[CallToolResult]], ToolAnnotations
     "list_backends": (tools.list_backends, READ_ONLY),
     "check_backend_health": (tools.check_backend_health, RUNS),
     "list_flows": (tools.list_flows, READ_ONLY),
+    "set_flow_routing": (tools.set_flow_routing, SETS),
     "list_chatflows": (tools.list_chatflows, READ_ONLY),
     "get_chatflow": (tools.get_chatflow, READ_ONLY),
     "create_chatflow": (tools.create_chatflow, WRITES),

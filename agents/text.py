@@ -158,14 +158,24 @@ def flows(items: Sequence[Mapping[str, Any]]) -> str:
     if not items:
         return "No flows."
     lines = [f"{_count(items, 'flow', 'flows')}:"]
-    for f in items:
-        keywords = ", ".join(f.get("intent_keywords") or []) or "none"
-        generic = ", generic" if f.get("is_generic") else ""
-        lines.append(
-            f"- {f['name']} (id {f['id']}, {f['backend']}, "
-            f"{'deployed' if f['deployed'] else 'not deployed'}{generic}; intents: {keywords})"
-        )
+    lines += [f"- {_flow_line(f)}" for f in items]
     return "\n".join(lines)
+
+
+def _flow_line(f: Mapping[str, Any]) -> str:
+    keywords = ", ".join(f.get("intent_keywords") or []) or "none"
+    generic = ", generic" if f.get("is_generic") else ""
+    by_hand = " (set by hand)" if f.get("scope_edited") else ""
+    return (
+        f"{f['name']} (id {f['id']}, {f['backend']}, "
+        f"{'deployed' if f['deployed'] else 'not deployed'}{generic}; "
+        f"scope: {f.get('scope', 'any')}{by_hand}; intents: {keywords})"
+    )
+
+
+def flow_set(f: Mapping[str, Any]) -> str:
+    """set_flow_routing: the flow as routing now uses it."""
+    return f"Flow updated: {_flow_line(f)}"
 
 
 def chatflows(items: Sequence[Mapping[str, Any]]) -> str:

@@ -50,7 +50,9 @@ from chatflows.contract import (
     OnBackend,
 )
 from chatflows.filters import FlowFilters
+from chatflows.routing_contract import FlowRoutingChange
 from chatflows.selectors import flows_visible_to
+from chatflows.services import flow_routing_change
 from flywheel.asyncdb import db
 from flywheel.contract import Contract
 from flywheel.errors import ApplicationError
@@ -173,6 +175,25 @@ async def list_flows(
     """The active flows Flywheel routes to, with the intents each serves."""
     rows = await db(_flows_shown)(tenant, filters)
     return result(text.flows(rows), {"result": rows})
+
+
+def _flow_routing_set(tenant: Tenant, flow_id: int, changes: dict[str, Any]) -> dict[str, Any]:
+    flow = flow_routing_change(tenant=tenant, flow_id=flow_id, changes=changes)
+    return dict(FlowSerializer(flow).data)
+
+
+@takes(FlowRoutingChange)
+async def set_flow_routing(
+    tenant: Tenant,
+    flow_id: Annotated[int, Field(ge=1, description="Flywheel's id of the flow (see list_flows).")],
+    **changes: Any,
+) -> Annotated[CallToolResult, schemas.FlowShown]:
+    """Set how routing uses one of your own flows: its scope (global, local or any: the
+    query type it is made for), whether it is generic (serves any intent), or the intents
+    it serves. Give at least one; what you set is kept by later discoveries. Flows on
+    shared backends are set by an administrator."""
+    row = await db(_flow_routing_set)(tenant, flow_id, changes)
+    return result(text.flow_set(row), row)
 
 
 # --- the chatflow lifecycle (seed 003) -----------------------------------------------------

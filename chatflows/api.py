@@ -1,4 +1,5 @@
-"""REST doors for discovered flows: listing them, and discovering a backend's now."""
+"""REST doors for discovered flows: listing them, setting how routing uses one of the
+caller's own (PATCH /api/v1/flows/{id}), and discovering a backend's now."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from backends.api import only_result
 from backends.models import Backend
 from backends.selectors import backend_get_for
 from chatflows.filters import FlowFilters
+from chatflows.models import Flow
+from chatflows.routing_contract import FlowRoutingChange
 from chatflows.selectors import flows_visible_to
-from chatflows.services import flows_discover_now
+from chatflows.services import flow_routing_change, flows_discover_now
 from flywheel.authentication import request_api_key
 from flywheel.openapi import query_parameters
 
@@ -31,7 +34,10 @@ class FlowSerializer(serializers.Serializer):
     description = serializers.CharField()
     endpoint_name = serializers.CharField()
     intent_keywords = serializers.ListField(child=serializers.CharField())
-    scope = serializers.CharField()
+    scope = serializers.CharField(help_text="global, local or any: the query type it serves.")
+    scope_edited = serializers.BooleanField(
+        help_text="The scope was set by hand; discovery will not derive it again."
+    )
     is_generic = serializers.BooleanField()
     last_seen_at = serializers.DateTimeField()
 
@@ -47,6 +53,21 @@ class FlowListView(APIView):
             intent=request.query_params.get("intent"),
         )
         return Response(FlowSerializer(flows, many=True).data)
+
+
+class FlowView(APIView):
+    """PATCH /api/v1/flows/{id}: how routing uses one of the caller's own flows."""
+
+    queryset = Flow.objects.none()  # only tells the schema generator the id's type
+
+    @extend_schema(request=FlowRoutingChange, responses=FlowSerializer)
+    def patch(self, request: Request, pk: str) -> Response:
+        """Set a flow's scope, whether it is generic, or the intents it serves (only what
+        the body names). Flows on shared backends are set by an administrator."""
+        flow = flow_routing_change(
+            tenant=request_api_key(request).tenant, flow_id=pk, changes=request.data
+        )
+        return Response(FlowSerializer(flow).data)
 
 
 class DiscoveryReportSerializer(serializers.Serializer):

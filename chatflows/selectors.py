@@ -6,9 +6,11 @@ import re
 
 from django.db.models import Q
 
+from backends.selectors import as_id
 from chatflows.filters import FlowFilters
 from chatflows.models import Flow
 from flywheel.contract import validated_filters
+from flywheel.errors import NotFoundError, PermissionDeniedError
 from flywheel.models import Tenant
 
 # ASCII digits only ("²".isdigit() is true), and few enough to fit a bigint.
@@ -44,3 +46,30 @@ def flows_visible_to(
         # Filtered here, not in SQL: JSON containment is not portable to SQLite.
         result = [f for f in result if f.is_generic or intent in f.intent_keywords]
     return result
+
+
+def flow_get_editable(tenant: Tenant, flow_id: int | str, *, lock: bool = False) -> Flow:
+    """An active flow on one of ``tenant``'s own backends, which its key may change (REST's
+    PATCH /api/v1/flows/{id} and MCP's ``set_flow_routing`` ask here); ``lock`` holds its
+    row until the transaction ends.
+
+    Raises NotFoundError for a flow the tenant cannot see (another tenant's, removed, no
+    such id: no existence leak), PermissionDeniedError for one on a shared backend
+    (an administrator's to change).
+    """
+    pk = as_id(flow_id)
+    flows = Flow.objects.active().filter(
+        Q(backend__tenant__isnull=True) | Q(backend__tenant=tenant)
+    )
+    if lock:
+        flows = flows.select_for_update(of=("self",))
+    flow = None if pk is None else flows.select_related("backend").filter(pk=pk).first()
+    if flow is None:
+        shown = str(flow_id)[:40]
+        raise NotFoundError(f"No flow with id {shown}.", details={"id": shown})
+    if flow.backend.tenant_id is None:
+        raise PermissionDeniedError(
+            "The flow is on a shared backend: its routing is set by an administrator.",
+            details={"id": flow.pk, "backend": flow.backend.name},
+        )
+    return flow

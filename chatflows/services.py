@@ -3,12 +3,18 @@
 Every door calls these: beat (chatflows/tasks.py), the ``discover_flows``
 command, the REST route POST /api/v1/backends/{id}/discover (chatflows/api.py)
 and the admin's "discover flows now" action (chatflows/admin.py).
+
+How routing uses a flow (generic, its intents, its scope) is set by hand through
+:func:`flow_routing_set` alone: the admin, ``set_flow``, and, for a tenant's key on its
+own flows, :func:`flow_routing_change` (REST's PATCH /api/v1/flows/{id}, MCP's
+``set_flow_routing``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -22,7 +28,10 @@ from backends.on_demand import DISCOVERY, on_demand_run
 from backends.services import DEFAULT_CONCURRENCY, backend_config, gather_bounded
 from chatflows import snapshot
 from chatflows.models import Flow, FlowScope
+from chatflows.routing_contract import FlowRoutingChange
 from chatflows.rows import flow_apply
+from chatflows.selectors import flow_get_editable
+from flywheel.contract import validated
 from flywheel.errors import ApplicationError, ValidationError
 from flywheel.models import Tenant
 
@@ -155,3 +164,29 @@ def flow_routing_set(
             flow.keywords_edited = True
     flow.save()  # its signal drops the published flows: routing sees it within a second
     return flow
+
+
+NOTHING_TO_SET = "Say what to set: scope, is_generic or intent_keywords."
+
+
+@transaction.atomic
+def flow_routing_change(*, tenant: Tenant, flow_id: int | str, changes: Any) -> Flow:
+    """Set how routing uses one of ``tenant``'s own flows, from what a tenant's key sent
+    (``changes``: REST's PATCH /api/v1/flows/{id} body, MCP's ``set_flow_routing``
+    arguments), validated with chatflows.routing_contract.FlowRoutingChange.
+
+    Raises NotFoundError or PermissionDeniedError as chatflows.selectors.flow_get_editable
+    does, and ValidationError for a bad value or nothing to set; then nothing changes.
+    """
+    flow = flow_get_editable(tenant, flow_id, lock=True)
+    given = {
+        name: value
+        for name, value in validated(FlowRoutingChange, changes).model_dump().items()
+        if value is not None
+    }
+    if not given:
+        raise ValidationError(
+            NOTHING_TO_SET,
+            details={"allowed": list(FlowRoutingChange.model_fields)},
+        )
+    return flow_routing_set(flow=flow, **given)

@@ -170,6 +170,11 @@ EXTRA: dict[tuple[str, str], dict[int, str | None]] = {
     ("get", "/api/v1/analytics/classification"): {403: _OTHER_TENANT},
     ("get", "/api/v1/analytics/splits"): {403: _OTHER_TENANT},
     ("get", "/api/v1/visualize/{session_id}"): {404: "No such session for this tenant."},
+    ("patch", "/api/v1/flows/{id}"): {
+        400: "Not valid, or nothing to set.",
+        403: "The flow is on a shared backend: its routing is set by an administrator.",
+        404: "No such flow among the tenant's (or it was removed from its backend).",
+    },
     ("get", "/api/v1/chatflows"): {404: "No such backend for this tenant (?backend=)."},
     ("post", "/api/v1/chatflows"): {
         403: "The backend is shared: flows there are managed by an administrator.",

@@ -15,7 +15,7 @@ from analytics import api as analytics_api
 from analytics import pages
 from backends.api import BackendViewSet
 from chatflows import chatflow_api
-from chatflows.api import BackendDiscoverView, FlowListView
+from chatflows.api import BackendDiscoverView, FlowListView, FlowView
 from dialects import flowise_api, langflow_api, openai_api
 from flywheel import errors, views
 from routing import api as routing_api
@@ -35,6 +35,9 @@ api_v1 = [
         name="backend-discover",
     ),
     path("flows", FlowListView.as_view(), name="flows"),
+    re_path(
+        rf"^flows/(?P<pk>{BackendViewSet.lookup_value_regex})$", FlowView.as_view(), name="flow"
+    ),
     path("chatflows", chatflow_api.chatflows, name="chatflows"),
     path("chatflows/generate", chatflow_api.chatflow_generate_view, name="chatflow-generate"),
     path("chatflows/<str:chatflow_id>", chatflow_api.chatflow, name="chatflow"),

@@ -24,10 +24,12 @@ from prometheus_client import REGISTRY
 
 from agents.auth import KeyCaller
 from agents.server import build_server
+from backends.adapters.records import DiscoveredFlow
 from backends.models import Backend, BackendHealth
 from chatflows import contract, lifecycle
 from chatflows.filters import INTENT
 from chatflows.models import Flow
+from chatflows.services import flows_sync
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
 from routing.models import RoutingDecision
@@ -44,6 +46,7 @@ TOOLS = {
     "list_backends",
     "check_backend_health",
     "list_flows",
+    "set_flow_routing",
     "list_chatflows",
     "get_chatflow",
     "create_chatflow",
@@ -423,6 +426,81 @@ def test_the_lists_take_and_refuse_what_their_rest_doors_do(world: World, key: s
         "details": {"fields": {"limit": "Must be an integer from 1 to 500."}},
     }
     assert len(ok(empty_intent)["result"]) == 3  # an empty filter is no filter, as on REST
+
+
+def test_set_flow_routing_sets_an_own_flows_scope_kept_by_discovery(mine: Mine) -> None:
+    own = Flow.objects.create(backend=mine.flowise, external_id="own-1", name="Weekly digest")
+
+    result = call(mine.key, "set_flow_routing", flow_id=own.pk, scope="local", is_generic=True)
+    flows_sync(
+        backend=mine.flowise,
+        discovered=[DiscoveredFlow(external_id="own-1", name="Weekly digest of themes")],
+    )
+
+    shown = ok(result)
+    assert (shown["id"], shown["scope"], shown["scope_edited"], shown["is_generic"]) == (
+        own.pk,
+        "local",
+        True,
+        True,
+    )
+    assert text(result).startswith(f"Flow updated: Weekly digest (id {own.pk}, mine, ")
+    assert "scope: local (set by hand)" in text(result)
+    flow = Flow.objects.get(pk=own.pk)
+    assert (flow.scope, flow.scope_edited, flow.is_generic) == ("local", True, True)
+    assert flow.name == "Weekly digest of themes"  # discovery ran, and kept the scope
+    listed = ok(call(mine.key, "list_flows", backend="mine"))["result"]
+    assert set(listed[0]) == set(shown)  # shown as list_flows shows one
+    assert [(f["id"], f["scope"], f["scope_edited"]) for f in listed] == [(own.pk, "local", True)]
+
+
+def test_set_flow_routing_changes_only_the_callers_own_flows(
+    world: World, mine: Mine, other_key: str
+) -> None:
+    own = Flow.objects.create(backend=mine.flowise, external_id="own-1", name="own")
+
+    shared, unknown, theirs = (
+        *session(
+            mine.key,
+            ("set_flow_routing", {"flow_id": world.fw_flow.pk, "scope": "local"}),
+            ("set_flow_routing", {"flow_id": 999999, "scope": "local"}),
+        ),
+        call(other_key, "set_flow_routing", flow_id=own.pk, scope="local"),
+    )
+
+    assert error(shared)["type"] == "PermissionDenied"
+    assert error(unknown)["type"] == "NotFoundError"
+    assert error(theirs)["type"] == "NotFoundError"  # another tenant's: no existence leak
+    assert not Flow.objects.filter(scope_edited=True).exists()
+
+
+def test_set_flow_routing_refuses_what_the_rest_door_refuses(mine: Mine) -> None:
+    own = Flow.objects.create(backend=mine.flowise, external_id="own-1", name="own")
+    schema = _tools(mine.key)["set_flow_routing"].input_schema
+
+    bad_scope, bad_keywords, nothing, bad_id = session(
+        mine.key,
+        ("set_flow_routing", {"flow_id": own.pk, "scope": "wide"}),
+        ("set_flow_routing", {"flow_id": own.pk, "intent_keywords": ["a\x00b"]}),
+        ("set_flow_routing", {"flow_id": own.pk}),
+        ("set_flow_routing", {"flow_id": 0, "scope": "local"}),
+    )
+
+    assert schema["required"] == ["flow_id"]
+    assert schema["properties"]["flow_id"]["type"] == "integer"
+    assert schema["properties"]["scope"]["anyOf"][0]["enum"] == ["global", "local", "any"]
+    assert schema["properties"]["is_generic"]["anyOf"][0]["type"] == "boolean"
+    assert schema["properties"]["intent_keywords"]["anyOf"][0]["items"]["type"] == "string"
+    assert error(bad_scope) == {
+        "type": "ValidationError",
+        "message": "The flow's routing settings are not valid.",
+        "details": {"fields": {"scope": "Must be one of global, local, any."}},
+    }
+    assert set(error(bad_keywords)["details"]["fields"]) == {"intent_keywords"}
+    assert error(nothing)["message"].startswith("Say what to set")
+    assert error(bad_id)["type"] == "ValidationError"
+    flow = Flow.objects.get(pk=own.pk)
+    assert (flow.scope, flow.scope_edited, flow.intent_keywords) == ("any", False, [])
 
 
 # --- the chatflow lifecycle (seed 003) -------------------------------------------------------

@@ -8,7 +8,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from backends.adapters.records import DiscoveredFlow
 from chatflows.models import Flow
+from chatflows.services import flows_sync
 from routing.errors import NoMatchingFlowError
 from tests.routing.answering.test_service import ask
 from tests.routing_world import World, refresh
@@ -30,7 +32,8 @@ def test_a_flow_made_generic_answers_what_no_flow_served(world: World, tenant) -
 
     intents = ", ".join(world.lf_flow.intent_keywords) or "(none)"
     assert out.getvalue().strip() == (
-        f"lf / {world.lf_flow.name}: serves any intent (generic); intents: {intents}."
+        f"lf / {world.lf_flow.name}: serves any intent (generic); intents: {intents}; "
+        f"scope: {world.lf_flow.scope}."
     )
     assert ask(tenant, question=QUESTION)["routing"]["backend"] == "lf"
 
@@ -54,6 +57,29 @@ def test_an_unknown_flow_names_the_flows_there_are(world: World) -> None:
     )
 
 
+def test_a_scope_set_alone_from_the_terminal_is_kept_by_discovery(world: World) -> None:
+    before = Flow.objects.get(pk=world.fw_flow.pk)
+    out = StringIO()
+
+    call_command("set_flow", world.fw_flow.name, "--backend", "fw", "--scope", "global", stdout=out)
+    flows_sync(
+        backend=world.fw,
+        discovered=[DiscoveredFlow(external_id=before.external_id, name="Docs Q&A lookup")],
+    )
+
+    flow = Flow.objects.get(pk=world.fw_flow.pk)
+    assert (flow.scope, flow.scope_edited, flow.name) == ("global", True, "Docs Q&A lookup")
+    assert (flow.is_generic, flow.keywords_edited) == (before.is_generic, before.keywords_edited)
+    assert out.getvalue().strip().endswith("; scope: global.")
+
+
+def test_an_unknown_scope_is_refused(world: World) -> None:
+    with pytest.raises(CommandError, match="invalid choice: 'wide'"):
+        call_command("set_flow", world.fw_flow.name, "--backend", "fw", "--scope", "wide")
+
+    assert not Flow.objects.get(pk=world.fw_flow.pk).scope_edited
+
+
 def test_it_needs_something_to_set(world: World) -> None:
-    with pytest.raises(CommandError, match="--generic, --not-generic or --intents"):
+    with pytest.raises(CommandError, match="--generic, --not-generic, --intents or --scope"):
         call_command("set_flow", world.fw_flow.name, "--backend", "fw")

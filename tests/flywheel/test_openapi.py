@@ -34,6 +34,7 @@ ERRORS = {
     ("post", f"{BACKEND}/health-check"): {401, 403, 404, 429, 502, 504},
     ("post", f"{BACKEND}/discover"): {400, 401, 403, 404, 429, 502, 504},
     ("get", "/api/v1/flows"): {400, 401, 429},
+    ("patch", "/api/v1/flows/{id}"): {400, 401, 403, 404, 415, 429},
     ("get", "/api/v1/decisions"): {400, 401, 429},
     ("get", "/api/v1/decisions/{request_id}"): {401, 404, 429},
     ("get", "/api/v1/analytics/backends-by-intent"): {400, 401, 403, 429},
@@ -198,6 +199,20 @@ def test_backend_ids_are_the_integers_the_route_takes(schema, method: str, path:
         "minimum": 1,
         "maximum": 10**18 - 1,  # 18 digits: backends/api.py's lookup_value_regex
     }
+
+
+def test_a_flows_routing_is_patched_by_its_integer_id(schema) -> None:
+    path = "/api/v1/flows/{id}"
+    body = _body(schema, "patch", path)
+
+    assert set(schema["paths"][path]) == {"patch"}
+    assert _parameter(schema, "patch", path, "id")["type"] == "integer"
+    assert body["additionalProperties"] is False
+    assert set(body["properties"]) == {"scope", "is_generic", "intent_keywords"}
+    assert "required" not in body
+    response = schema["paths"][path]["patch"]["responses"]["200"]["content"]
+    assert response["application/json"]["schema"] == {"$ref": "#/components/schemas/Flow"}
+    assert "scope_edited" in schema["components"]["schemas"]["Flow"]["required"]
 
 
 @pytest.mark.parametrize(

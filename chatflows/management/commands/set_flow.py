@@ -1,7 +1,8 @@
-"""Say how routing uses a flow: generic (it serves any intent), or the intents it serves.
+"""Say how routing uses a flow: generic (it serves any intent), the intents it serves,
+and its scope (the query type it is made for: global, local or any).
 
-The same as ticking "generic" or editing the keywords of a flow in the admin
-(chatflows.services.flow_routing_set), for a terminal.
+The same as ticking "generic", editing the keywords or choosing the scope of a flow
+in the admin (chatflows.services.flow_routing_set), for a terminal.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from backends.management.owner import add_owner_arguments, owner
-from chatflows.models import Flow
+from chatflows.models import Flow, FlowScope
 from chatflows.services import flow_routing_set
 
 
 class Command(BaseCommand):
     help = (
-        "Make a flow generic (it answers any question), or set the intents it serves: "
-        "set_flow FLOW --backend NAME --generic | --intents code-review,summarize"
+        "Make a flow generic (it answers any question), or set the intents it serves or "
+        "its scope: "
+        "set_flow FLOW --backend NAME --generic | --intents code-review,summarize "
+        "| --scope global"
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -30,21 +33,28 @@ class Command(BaseCommand):
         parser.add_argument(
             "--intents", help="The intents it serves, comma-separated (replaces the keywords)."
         )
+        parser.add_argument(
+            "--scope",
+            choices=FlowScope.values,
+            help="The query type it is made for: global (themes, overviews), local (specific "
+            "facts) or any. Kept by later discoveries.",
+        )
         add_owner_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["generic"] is None and options["intents"] is None:
-            raise CommandError("Say what to set: --generic, --not-generic or --intents.")
+        if options["generic"] is None and options["intents"] is None and options["scope"] is None:
+            raise CommandError("Say what to set: --generic, --not-generic, --intents or --scope.")
         flow = self._flow(options)
         flow = flow_routing_set(
             flow=flow,
             is_generic=options["generic"],
             intent_keywords=options["intents"].split(",") if options["intents"] else None,
+            scope=options["scope"],
         )
         serves = "any intent (generic)" if flow.is_generic else "only its intents"
         self.stdout.write(
             f"{flow.backend.name} / {flow.name}: serves {serves}; "
-            f"intents: {', '.join(flow.intent_keywords) or '(none)'}."
+            f"intents: {', '.join(flow.intent_keywords) or '(none)'}; scope: {flow.scope}."
         )
 
     @staticmethod
