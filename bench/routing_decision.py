@@ -87,7 +87,12 @@ def main() -> None:
         started = time.perf_counter()
         intent = settle(cascade(state.rules, state.intent_model, question, [], 0.7), 0.7)
         plan(
-            state, tenant_id=None, intent=intent.intent, query_type=None, preference="auto", now=now
+            state,
+            tenant_id=None,
+            intent=intent.intent,
+            global_weight=None,
+            preference="auto",
+            now=now,
         )
         elapsed = (time.perf_counter() - started) * 1000
         if i >= 200:  # the first ones warm the performance memo and caches
@@ -118,7 +123,7 @@ def main() -> None:
             state,
             tenant_id=None,
             intent=intent.intent,
-            query_type=decided.query_type,
+            global_weight=decided.global_weight,
             preference="auto",
             now=now,
         )

@@ -129,14 +129,15 @@ async def plan_query(
     """The candidates for a query: its given flow, or the best for its intent on the
     backend asked for (each, with fallback, then the others), or on any. ``trial``: see
     plan()."""
-    qt = query_type.query_type if query_type else None
+    # What a flow's scope counts for (scoring.scope_lean); none without query routing.
+    global_weight = query_type.global_weight if query_type else None
     tenant_id = tenant.pk if tenant else None
     if request.flow is None:
         return plan(
             state,
             tenant_id=tenant_id,
             intent=intent,
-            query_type=qt,
+            global_weight=global_weight,
             preference=request.backend,
             fallback=request.falls_back,
             now=now(),
@@ -149,7 +150,7 @@ async def plan_query(
             current,
             tenant_id=tenant_id,
             intent=intent,
-            query_type=qt,
+            global_weight=global_weight,
             flow=flow,
             preference=request.backend,
             fallback=request.falls_back,

@@ -125,7 +125,7 @@ def _ranked(
     backends: list[BackendEntry],
     *,
     intent: str,
-    query_type: str | None,
+    global_weight: float | None,
     now: datetime,
     trial: Trial | None = None,
     estimate_of: EstimateOf | None = None,
@@ -139,7 +139,7 @@ def _ranked(
         estimate_of=estimate_of or estimates_for(state, backends, intent),
         policy=state.policy,
         now=now,
-        query_type=query_type,
+        global_weight=global_weight,
         trial=trial,
         scopes=state.scopes,
         rng=_draws if trial is not None else None,
@@ -151,7 +151,7 @@ def plan(
     *,
     tenant_id: int | None,
     intent: str,
-    query_type: str | None,
+    global_weight: float | None,
     preference: str,
     now: datetime,
     trial: Trial | None = None,
@@ -182,7 +182,7 @@ def plan(
             return chosen
         asked = {c.backend.id for c in chosen.candidates}
         others = _routed_except(
-            state, tenant_id, intent, query_type, now, trial, lambda c: c.backend.id in asked
+            state, tenant_id, intent, global_weight, now, trial, lambda c: c.backend.id in asked
         )
         if refused is not None and not others:
             raise refused  # nothing else could answer either: why the one asked for cannot
@@ -192,14 +192,14 @@ def plan(
         state,
         backends,
         intent=intent,
-        query_type=query_type,
+        global_weight=global_weight,
         now=now,
         trial=trial,
         estimate_of=known,
     )
     arms = state.policy.arms(intent)
     if arms and candidates and trial is not None:  # a real query: its split's arm first
-        arm_candidate = _arm_candidates(state, backends, intent, query_type, now, known)
+        arm_candidate = _arm_candidates(state, backends, intent, global_weight, now, known)
         candidates = split_first(candidates, arms, arm_candidate, _draws)
     if not candidates:
         if any(best_flow(b, intent, None) for b in backends):
@@ -220,7 +220,7 @@ def _routed_except(
     state: RoutingState,
     tenant_id: int | None,
     intent: str,
-    query_type: str | None,
+    global_weight: float | None,
     now: datetime,
     trial: Trial | None,
     skip: Callable[[Candidate], bool],
@@ -232,7 +232,7 @@ def _routed_except(
             state,
             tenant_id=tenant_id,
             intent=intent,
-            query_type=query_type,
+            global_weight=global_weight,
             preference="auto",
             now=now,
             trial=trial,
@@ -246,7 +246,7 @@ def _arm_candidates(
     state: RoutingState,
     backends: list[BackendEntry],
     intent: str,
-    query_type: str | None,
+    global_weight: float | None,
     now: datetime,
     known: EstimateOf,
 ) -> ArmCandidate:
@@ -268,13 +268,13 @@ def _arm_candidates(
             wanted = arm.flow_id is None or flow.id == arm.flow_id
             return wanted and tryable(scope, state.scopes.get(scope), now, None)
 
-        found = best_flow(backend, intent, query_type, usable)
+        found = best_flow(backend, intent, global_weight, usable)
         if found is None:
             return None
         flow, match = found
         return scored(
             backend, flow, intent=intent, match=match, health=health,
-            estimate=known(backend, flow), policy=state.policy, query_type=query_type,
+            estimate=known(backend, flow), policy=state.policy, global_weight=global_weight,
         )  # fmt: skip
 
     return candidate_of
@@ -294,7 +294,7 @@ def preferences(
     (no query type); ``tenant_id=None`` looks at every backend, not only shared ones.
     Empty when no flow serves the intent or every backend that could is in cooldown."""
     backends = list(state.backends) if tenant_id is None else state.backends_for(tenant_id)
-    return _ranked(state, backends, intent=intent, query_type=None, now=now)
+    return _ranked(state, backends, intent=intent, global_weight=None, now=now)
 
 
 class FlowNotRoutable(Exception):
@@ -346,7 +346,7 @@ def plan_flow(
     *,
     tenant_id: int | None,
     intent: str,
-    query_type: str | None,
+    global_weight: float | None,
     flow: str,
     preference: str,
     fallback: bool,
@@ -387,7 +387,7 @@ def plan_flow(
     if fallback:
         ids = {e.id for _, e in named}
         rest = _routed_except(
-            state, tenant_id, intent, query_type, now, trial, lambda c: c.flow.id in ids
+            state, tenant_id, intent, global_weight, now, trial, lambda c: c.flow.id in ids
         )
     if not first and not rest:
         raise BackendUnavailableError(

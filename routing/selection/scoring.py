@@ -3,8 +3,9 @@
 Match decides who is a candidate (seed 000): 0 when no flow of the backend
 serves the intent, else 0.5 + 0.5 * min(len(keywords) / 10, 1) for its best
 flow; a generic flow serves any intent at half that, and only after the flows
-made for it. With query routing on, a flow whose scope fits the question's type
-scores a little more, one that does not, less.
+made for it. With query routing on, a flow's scope counts by the query type's weight
+of it (scope_lean): not at all at 0.5 (a 50/50 HYBRID question), up to a little more
+match and a shorter expected time at 1, down to a little less and a longer one at 0.
 
 What was measured decides among candidates: each has an estimate of its chance
 of success and time to answer (routing.selection.estimates), and they are tried
@@ -34,7 +35,7 @@ from routing.selection.estimates import Estimate, Prior
 GENERIC_FACTOR = 0.5
 SCOPE_FIT_BONUS = 0.1
 SCOPE_MISFIT_FACTOR = 0.8
-SCOPE_FIT_TIME = 0.8  # a flow whose scope fits the question's type: expected sooner
+SCOPE_FIT_TIME = 0.8  # a flow of the question's breadth (weight 1): expected sooner
 SCOPE_MISFIT_TIME = 1.25
 NO_USAGE_TOKENS = 0.5
 
@@ -172,21 +173,36 @@ def match_score(flow: FlowEntry, intent: str) -> float:
     return base * GENERIC_FACTOR if flow.is_generic else 0.0
 
 
-def scope_fit(flow: FlowEntry, query_type: str | None) -> float:
-    """What a flow's scope makes of its expected time for a question of ``query_type``
-    (with query routing on): a flow made for that breadth a little sooner, one made for
-    the other a little later, others as they are."""
-    if query_type not in {"GLOBAL", "LOCAL"} or flow.scope == "any":
-        return 1.0
-    return SCOPE_FIT_TIME if flow.scope == query_type.lower() else SCOPE_MISFIT_TIME
+def scope_lean(flow: FlowEntry, global_weight: float | None) -> float:
+    """How far a question leans towards the flow's scope, from -1 (wholly the other) to 1
+    (wholly its own): 2 * the weight of its scope - 1, where a global flow's is
+    ``global_weight`` and a local one's 1 - it. 0 for "any", and with no query type."""
+    if global_weight is None or flow.scope not in {"global", "local"}:
+        return 0.0
+    weight = global_weight if flow.scope == "global" else 1.0 - global_weight
+    return max(-1.0, min(1.0, 2.0 * weight - 1.0))
 
 
-def scope_adjusted(score: float, flow: FlowEntry, query_type: str | None) -> float:
-    if not score or query_type not in {"GLOBAL", "LOCAL"} or flow.scope == "any":
+def scope_fit(flow: FlowEntry, global_weight: float | None) -> float:
+    """What a flow's scope makes of its expected time, for a question of that global
+    weight (query routing on): interpolated linearly by scope_lean, from 1 (no change:
+    weight 0.5, a flow of any scope, no query type) to SCOPE_FIT_TIME (sooner) when the
+    weight of the flow's scope is 1, and to SCOPE_MISFIT_TIME (later) when it is 0."""
+    lean = scope_lean(flow, global_weight)
+    full = SCOPE_FIT_TIME if lean > 0 else SCOPE_MISFIT_TIME
+    return 1 - abs(lean) + abs(lean) * full  # exactly ``full`` at a lean of +-1
+
+
+def scope_adjusted(score: float, flow: FlowEntry, global_weight: float | None) -> float:
+    """A flow's match ``score`` nudged by its scope, interpolated linearly by scope_lean:
+    unchanged at weight 0.5 (and for a flow of any scope, or no query type), up to
+    ``score`` + SCOPE_FIT_BONUS (at most 1) when the weight of the flow's scope is 1, down
+    to ``score`` * SCOPE_MISFIT_FACTOR when it is 0. A flow not matching stays 0."""
+    lean = scope_lean(flow, global_weight)
+    if not score or not lean:
         return score
-    if flow.scope == query_type.lower():
-        return min(1.0, score + SCOPE_FIT_BONUS)
-    return score * SCOPE_MISFIT_FACTOR
+    full = min(1.0, score + SCOPE_FIT_BONUS) if lean > 0 else score * SCOPE_MISFIT_FACTOR
+    return (1 - abs(lean)) * score + abs(lean) * full
 
 
 def performance_score(estimate: Estimate, ceiling_ms: float) -> float:
@@ -203,11 +219,13 @@ def tokens_score(estimate: Estimate, ceiling: float) -> float:
 def best_flow(
     backend: BackendEntry,
     intent: str,
-    query_type: str | None,
+    global_weight: float | None,
     usable: Callable[[FlowEntry], bool] = lambda flow: True,
 ) -> tuple[FlowEntry, float] | None:
     """The backend's usable flow with the highest match for the intent, if any matches."""
-    matching = [(f, scope_adjusted(match_score(f, intent), f, query_type)) for f in backend.flows]
+    matching = [
+        (f, scope_adjusted(match_score(f, intent), f, global_weight)) for f in backend.flows
+    ]
     matching.sort(key=lambda found: -found[1])  # stable: the first listed of equals
     return next(((f, score) for f, score in matching if score > 0 and usable(f)), None)
 
@@ -236,7 +254,7 @@ def score_candidates(
     estimate_of: EstimateOf,
     policy: PolicyValues,
     now: datetime,
-    query_type: str | None = None,
+    global_weight: float | None = None,
     trial: Trial | None = None,
     scopes: Mapping[Scope, HealthEntry] | None = None,
     rng: random.Random | None = None,
@@ -262,13 +280,13 @@ def score_candidates(
         if awaiting_trial(state, now) and not tryable((backend.id,), state, now, trial):
             continue
         open_flows = _FlowBreakers(backend.id, intent, scopes, now, trial)
-        found = best_flow(backend, intent, query_type, open_flows.usable)
+        found = best_flow(backend, intent, global_weight, open_flows.usable)
         if found is None:
             continue
         flow, match = found
         candidate = scored(
             backend, flow, intent=intent, match=match, health=state,
-            estimate=estimate_of(backend, flow), policy=policy, query_type=query_type,
+            estimate=estimate_of(backend, flow), policy=policy, global_weight=global_weight,
         )  # fmt: skip
         on_trial = (
             awaiting_trial(state, now)
@@ -352,7 +370,7 @@ def scored(
     health: HealthEntry | None,
     estimate: Estimate,
     policy: PolicyValues,
-    query_type: str | None = None,
+    global_weight: float | None = None,
 ) -> Candidate:
     """One backend's flow as a candidate: its estimate, and the seed's weighted score."""
     healthy = 1.0 if health is not None and health.healthy else 0.0
@@ -360,7 +378,7 @@ def scored(
     tokens = tokens_score(estimate, policy.token_ceiling)
     score = policy.weight_match * match + policy.weight_health * healthy
     score += policy.weight_performance * perf + policy.weight_tokens * tokens
-    stretch = scope_fit(flow, query_type)
+    stretch = scope_fit(flow, global_weight)
     if policy.weight_tokens and estimate.tokens is not None:
         stretch *= 1 + policy.weight_tokens * (1 - tokens)  # more tokens, a longer wait
     expected = estimate.expected_seconds(policy.failure_cost_seconds) * stretch

@@ -1156,7 +1156,7 @@ def test_a_backend_deleted_since_the_plan_was_made_is_an_attempt_that_failed(
         state,
         tenant_id=tenant.pk,
         intent="code-review",
-        query_type=None,
+        global_weight=None,
         preference="auto",
         now=now(),
     ).candidates

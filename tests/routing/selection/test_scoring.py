@@ -259,14 +259,15 @@ def test_backends_without_a_matching_flow_are_left_out() -> None:
 
 
 def test_scope_favours_the_flow_that_fits_the_query_type() -> None:
-    """A backend answers a question with its flow whose scope fits the question's type
-    (which backend answers is for the estimates to say)."""
+    """A backend answers a question with its flow whose scope fits the question's type,
+    a GLOBAL question's global weight being 1 and a LOCAL one's 0 (which backend answers
+    is for the estimates to say)."""
     themes = flow(1, "themes", ["document-qa"], scope="global")
     facts = flow(1, "facts", ["document-qa"], scope="local")
 
-    for query_type, chosen in (("GLOBAL", "themes"), ("LOCAL", "facts")):
+    for global_weight, chosen in ((1.0, "themes"), (0.0, "facts")):
         (only,) = ranked(
-            [backend(1, "fw", themes, facts)], intent="document-qa", query_type=query_type
+            [backend(1, "fw", themes, facts)], intent="document-qa", global_weight=global_weight
         )
         assert only.flow.name == chosen
 
