@@ -146,13 +146,15 @@ def _refused(field: str, message: str) -> ValidationError:
     return ValidationError(ChatRequest.refused_message, details={"fields": {field: message}})
 
 
-def conversation(messages: list[Message]) -> tuple[str, list[dict[str, str]], bool]:
+def conversation(
+    messages: list[Message], field: str = "messages"
+) -> tuple[str, list[dict[str, str]], bool]:
     """The question (the last message, the user's), the exchanges before it, and whether
     system or developer messages were left out. A user message no answer followed is
-    an exchange without an answer. Raises ValidationError if the last message is not
-    the user's."""
+    an exchange without an answer. Raises ValidationError (on ``field``) if the last
+    message is not the user's."""
     if messages[-1]["role"] != "user":
-        raise _refused("messages", "The last message must be the user's: it is the question.")
+        raise _refused(field, "The last message must be the user's: it is the question.")
     history: list[dict[str, str]] = []
     asked: str | None = None
     instructions = False
@@ -179,14 +181,37 @@ def chat_query(
 ) -> tuple[QueryRequest, list[str]]:
     """The universal query ``chat`` asks (for ``flow`` on ``backend``, or routed), and the
     warnings of what it leaves out. Raises ValidationError, naming the chat's fields."""
-    question, history, instructions = conversation(chat.messages)
+    return messages_query(
+        chat.messages,
+        temperature=chat.temperature,
+        max_tokens=chat.max_completion_tokens or chat.max_tokens,
+        options=chat.flywheel or {},
+        left_out=[name for name in NOT_PASSED if getattr(chat, name) is not None],
+        flow=flow,
+        backend=backend,
+    )
+
+
+def messages_query(
+    messages: list[Message],
+    *,
+    temperature: float | None,
+    max_tokens: int | None,
+    options: FlywheelOptions,
+    left_out: list[str],
+    flow: int | None,
+    backend: str | None,
+    field: str = "messages",
+) -> tuple[QueryRequest, list[str]]:
+    """The universal query a conversation of OpenAI messages asks, and the warnings of
+    what it leaves out (``left_out``: options given that no flow takes). ``field``: the
+    request's name for the messages, in errors."""
+    question, history, instructions = conversation(messages, field)
     parameters: dict[str, Any] = {}
-    if chat.temperature is not None:
-        parameters["temperature"] = chat.temperature
-    max_tokens = chat.max_completion_tokens or chat.max_tokens
+    if temperature is not None:
+        parameters["temperature"] = temperature
     if max_tokens is not None:
         parameters["max_tokens"] = max_tokens
-    options = chat.flywheel or {}
     data: dict[str, Any] = {
         "question": question,
         "history": history,
@@ -200,12 +225,11 @@ def chat_query(
     try:
         query = query_request(data)
     except ValidationError as err:  # the query's fields, as the chat's
-        names = {"question": "messages", "history": "messages"}
+        names = {"question": field, "history": field}
         raise renamed_refusal(err, ChatRequest.refused_message, names) from err
     warnings = []
     if instructions:
         warnings.append("System and developer messages are not sent: a flow keeps its own prompt.")
-    left_out = [name for name in NOT_PASSED if getattr(chat, name) is not None]
     if left_out:
         warnings.append(f"Not passed to flows, which do not take them: {', '.join(left_out)}.")
     return query, warnings

@@ -12,6 +12,7 @@ from typing import Any
 from dialects.chat_request import ChatRequest
 from dialects.flowise_api import PredictionRequest
 from dialects.langflow_api import RunRequest
+from dialects.openai_responses import ResponsesRequest
 from dialects.responses import (
     ChatCompletion,
     ChunkEvent,
@@ -22,6 +23,8 @@ from dialects.responses import (
     LangflowRun,
     ModelList,
     OpenAIError,
+    ResponseEvent,
+    TextResponse,
 )
 from flywheel.openapi import operation
 from flywheel.schemas import openapi_schema
@@ -75,6 +78,18 @@ def add_openai_endpoints(
     }
     paths["/v1/chat/completions"] = {
         "post": _with_errors(chat, ("400", "401", "404", "413", "415", "429", "502", "503"))
+    }
+    text = operation(
+        "openai_responses_create",
+        "A response, OpenAI's Responses API in its text form (events when stream is true)",
+        openapi_schema(TextResponse),
+        openapi_schema(ResponsesRequest),
+    )
+    text["responses"]["200"]["content"]["text/event-stream"] = {
+        "schema": openapi_schema(ResponseEvent)
+    }
+    paths["/v1/responses"] = {
+        "post": _with_errors(text, ("400", "401", "404", "413", "415", "429", "502", "503"))
     }
     models = operation(
         "openai_models_list",

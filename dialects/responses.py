@@ -56,6 +56,61 @@ class ChatCompletion(BaseModel):
     flywheel: Flywheel
 
 
+class OutputText(BaseModel):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any]
+
+
+class OutputMessage(BaseModel):
+    type: Literal["message"]
+    id: str
+    status: Literal["completed"]
+    role: Literal["assistant"]
+    content: list[OutputText]
+
+
+class ResponseUsage(BaseModel):
+    input_tokens: int
+    input_tokens_details: dict[str, int]
+    output_tokens: int
+    output_tokens_details: dict[str, int]
+    total_tokens: int
+
+
+class TextResponse(BaseModel):
+    """A response of the Responses API: one assistant message of one text part."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: Literal["completed"]
+    model: str
+    output: list[OutputMessage]
+    usage: ResponseUsage | None = Field(
+        description="Present when the backend that answered reported tokens."
+    )
+    error: dict[str, Any] | None
+    incomplete_details: dict[str, Any] | None
+    instructions: str | None
+    metadata: dict[str, Any]
+    parallel_tool_calls: bool
+    temperature: float | None
+    tool_choice: Literal["none"]
+    tools: list[Any]
+    top_p: float | None
+    flywheel: Flywheel
+
+
+class ResponseEvent(BaseModel):
+    """One Server-Sent Event of a streamed response: ``event`` is its type
+    (``response.created``, ``response.output_text.delta``, ... ``response.completed``,
+    or ``error``), ``data`` the JSON of the event."""
+
+    event: str
+    data: str = Field(description="A JSON document with its type and sequence_number.")
+
+
 class Model(BaseModel):
     id: str
     object: Literal["model"]

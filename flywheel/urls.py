@@ -16,7 +16,7 @@ from analytics import pages
 from backends.api import BackendViewSet
 from chatflows import chatflow_api
 from chatflows.api import BackendDiscoverView, FlowListView, FlowView
-from dialects import flowise_api, langflow_api, openai_api
+from dialects import flowise_api, langflow_api, openai_api, openai_responses
 from flywheel import errors, views
 from routing import api as routing_api
 from routing import chat
@@ -112,6 +112,7 @@ urlpatterns = [
     # The OpenAI-compatible door (dialects/): an OpenAI client's base URL is <site>/v1.
     path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),
     path("v1/models", openai_api.models, name="openai-models"),
+    path("v1/responses", openai_responses.responses, name="openai-responses"),
     # Flowise's and Langflow's run APIs (dialects/): an application changes its base URL.
     path(
         "compat/flowise/api/v1/prediction/<str:flow>",

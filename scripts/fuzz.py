@@ -175,6 +175,20 @@ def _fit_chat(body: dict[str, Any]) -> None:
         _fit_query(body["flywheel"])
 
 
+def _fit_response(body: dict[str, Any]) -> None:
+    """A Responses API request: as a completion's, with ``input`` for the messages (a
+    string input is the question itself)."""
+    given = body.get("input")
+    if isinstance(given, list):
+        chat = {"model": body.get("model"), "messages": given}
+        _fit_chat(chat)
+        body["model"] = chat["model"]
+    elif isinstance(body.get("model"), str):
+        _fit_chat(body)  # the model alone: messages absent
+    if isinstance(body.get("flywheel"), dict):
+        _fit_query(body["flywheel"])
+
+
 def _fit_backend(body: dict[str, Any]) -> None:
     url, name = body.get("base_url"), body.get("name")
     if isinstance(url, str) and len(url) <= 500 and URL.fullmatch(url):
@@ -284,6 +298,8 @@ def before_call(
         _fit_query(case.body)
     elif path == "/v1/chat/completions":
         _fit_chat(case.body)
+    elif path == "/v1/responses":
+        _fit_response(case.body)
     elif path.startswith("/api/v1/backends"):
         _fit_backend(case.body)
 

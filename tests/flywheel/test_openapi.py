@@ -60,6 +60,7 @@ ERRORS = {
     ("post", f"{CHATFLOW}/deploy"): {400, 401, 403, 404, 415, 429, 502, 504},
     ("post", f"{CHATFLOW}/predict"): {400, 401, 404, 415, 429, 502, 503, 504},
     ("post", "/v1/chat/completions"): {400, 401, 404, 413, 415, 429, 502, 503},
+    ("post", "/v1/responses"): {400, 401, 404, 413, 415, 429, 502, 503},
     ("get", "/v1/models"): {401, 429, 503},
     ("post", "/compat/flowise/api/v1/prediction/{flow}"): {400, 401, 404, 413, 415, 429, 502, 503},
     ("get", "/compat/flowise/api/v1/chatflows-streaming/{flow}"): {404},
