@@ -71,8 +71,10 @@ def query_answer(body: Mapping[str, Any]) -> str:
     """Seed 000's format: with routing metadata a heading, the answer and the Routing Info
     block; without it, the answer alone."""
     routing = body.get("routing")
+    # A parameter the flow could not take is said whatever the format: it changes the answer.
+    warned = [f"⚠️ {warning}" for warning in body.get("warnings") or ()]
     if not routing:
-        return str(body["answer"])
+        return "\n".join([str(body["answer"]), *(["", *warned] if warned else [])])
     return "\n".join(
         [
             f"✅ **{intent_label(str(routing['intent']))}**",
@@ -83,6 +85,7 @@ def query_answer(body: Mapping[str, Any]) -> str:
             "",
             "**Routing Info**:",
             *_routing_lines(routing, str(body["session_id"])),
+            *warned,
         ]
     )
 

@@ -249,6 +249,24 @@ def test_without_routing_metadata_the_text_is_the_answer_alone(world: World, key
     assert "routing" not in ok(result)
 
 
+def test_a_parameter_the_flow_could_not_take_is_said_in_both_formats(
+    world: World, key: str
+) -> None:
+    result = call(key, "universal_query", question=REVIEW, parameters={"max_tokens": 10})
+
+    warning = ok(result)["warnings"][0]
+    assert warning.startswith("max_tokens was not applied: flow 'reviewer' on fw")
+    assert text(result).splitlines()[-1] == f"⚠️ {warning}"
+    bare = call(
+        key,
+        "universal_query",
+        question=REVIEW,
+        parameters={"max_tokens": 10},
+        include_routing_metadata=False,
+    )
+    assert text(bare) == f"{FW_ANSWER}\n\n⚠️ {warning}"
+
+
 def test_an_explicit_backend_is_shown_as_explicit_selection(world: World, key: str) -> None:
     result = call(key, "universal_query", question=REVIEW, backend="lf")
 
