@@ -10,6 +10,7 @@ import pytest
 
 from backends.adapters.base import BackendConfig, StreamEvent, Usage
 from backends.adapters.flowise import FlowiseBackend
+from backends.adapters.flowise_records import discovered_flow
 from backends.errors import (
     BackendAuthenticationError,
     BackendConnectionError,
@@ -489,3 +490,21 @@ async def test_usage_figures_that_are_missing_or_odd_stay_unknown() -> None:
     result = await adapter(handle).execute_flow(AGENTFLOW_ID, "q")
 
     assert result.usage == Usage(None, 7, 18, cost=None)
+
+
+def test_a_flow_takes_sampling_parameters_only_where_its_api_configuration_allows() -> None:
+    record = body("flowise", "chatflows_page1")["data"][0]
+    # Captured: the echo agentflow lets callers override its reply message, nothing else.
+    assert discovered_flow(record).tunable == ()
+    assert "directreplyagentflow" in discovered_flow(record).node_kinds
+    config = json.loads(record["apiConfig"])
+    config["overrideConfig"]["nodes"]["ChatOpenAI"] = [
+        {"name": "temperature", "enabled": True},
+        {"name": "maxTokens", "enabled": False},
+    ]
+    allowed = discovered_flow({**record, "apiConfig": json.dumps(config)})
+    assert allowed.tunable == (("temperature", "ChatOpenAI", "temperature"),)
+    config["overrideConfig"]["status"] = False  # overrides off for the whole flow
+    assert discovered_flow({**record, "apiConfig": json.dumps(config)}).tunable == ()
+    sent = FlowiseBackend.tuned({"temperature": 0.2, "max_tokens": 9, "x": 1}, allowed.tunable)
+    assert sent == {"temperature": 0.2, "x": 1}  # what it cannot take is not sent
