@@ -55,7 +55,7 @@ async def test_a_flow_named_by_name_runs_and_overrides_and_history_reach_it(
         {"role": "userMessage", "content": "Here is my diff"},
         {"role": "apiMessage", "content": "Looks fine."},
     ]
-    await sync_to_async(world.tunable)(world.fw_flow, ("temperature", "ChatOpenAI", "temperature"))
+    await db(world.tunable)(world.fw_flow, ("temperature", "ChatOpenAI", "temperature"))
     answered = await predict(
         raw_api_key,
         "Reviewer",

@@ -89,7 +89,7 @@ async def test_the_conversation_so_far_goes_to_the_flow_and_system_messages_are_
     world: World, raw_api_key: str
 ) -> None:
     # The flow lets callers override its temperature, not its max tokens.
-    await sync_to_async(world.tunable)(world.fw_flow, ("temperature", "ChatOpenAI", "temperature"))
+    await db(world.tunable)(world.fw_flow, ("temperature", "ChatOpenAI", "temperature"))
     completion = await async_client(raw_api_key).chat.completions.create(
         model="flywheel",
         messages=[
