@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import openai
 import pytest
 from asgiref.sync import sync_to_async
+from openai.types.responses import ResponseOutputMessage
 
 from routing.models import RoutingDecision
 from routing.recording.writer import drain
@@ -24,7 +27,9 @@ def test_a_response_is_the_routed_flows_answer(world: World, raw_api_key: str) -
     assert answer.output_text == FW_ANSWER  # the answer, and only it
     assert answer.status == "completed"
     assert answer.model == "flywheel"
-    assert answer.output[0].role == "assistant"
+    message = answer.output[0]
+    assert isinstance(message, ResponseOutputMessage)
+    assert message.role == "assistant"
     flywheel = (answer.model_extra or {})["flywheel"]
     assert (flywheel["backend"], flywheel["flow"], flywheel["intent"]) == (
         "fw",
@@ -42,11 +47,14 @@ def test_a_conversation_as_input_reaches_the_flow_and_instructions_are_named(
     answer = sync_client(raw_api_key).responses.create(
         model="lf/echo",
         instructions="Be terse.",
-        input=[
-            {"role": "user", "content": "Here is my diff: x = 1"},
-            {"role": "assistant", "content": [{"type": "output_text", "text": "Looks fine."}]},
-            {"role": "user", "content": [{"type": "input_text", "text": REVIEW}]},
-        ],
+        input=cast(  # as a client sends an earlier answer back: without its id
+            Any,
+            [
+                {"role": "user", "content": "Here is my diff: x = 1"},
+                {"role": "assistant", "content": [{"type": "output_text", "text": "Looks fine."}]},
+                {"role": "user", "content": [{"type": "input_text", "text": REVIEW}]},
+            ],
+        ),
         max_output_tokens=64,
         top_p=0.5,
     )
