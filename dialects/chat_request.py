@@ -83,8 +83,10 @@ class FlywheelOptions(TypedDict, total=False):
     fallback: bool
 
 
-class ChatRequest(Contract):
-    """POST /v1/chat/completions, as OpenAI documents it (the parts Flywheel can serve)."""
+class OpenAIRequest(Contract):
+    """What OpenAI's Chat Completions and Responses requests share (the parts Flywheel
+    can serve): the model, streaming, temperature, Flywheel's own options, and options
+    no flow takes (accepted, left out, named in the warnings)."""
 
     refused_message = "The request is not valid."
 
@@ -93,16 +95,29 @@ class ChatRequest(Contract):
         Field(min_length=1, max_length=MAX_MODEL, description="'flywheel', or a flow's model."),
         Says("Required: 'flywheel' (routed by intent) or a model from GET /v1/models."),
     ]
+    stream: Annotated[bool | None, Says("Must be true or false.")] = None
+    temperature: Annotated[
+        float | None, Field(ge=0, le=2), Says("Must be a number from 0 to 2.")
+    ] = None
+    flywheel: Annotated[
+        FlywheelOptions | None,
+        Says("Must be an object: intent, backend, fallback."),
+    ] = None
+    top_p: Any = None
+    metadata: Any = None
+    store: Any = None
+    service_tier: Any = None
+
+
+class ChatRequest(OpenAIRequest):
+    """POST /v1/chat/completions, as OpenAI documents it (the parts Flywheel can serve)."""
+
     messages: Annotated[
         list[Message],
         Field(min_length=1, max_length=MAX_MESSAGES),
         Says(f"Required: 1-{MAX_MESSAGES} messages, each with a role and text content."),
     ]
-    stream: Annotated[bool | None, Says("Must be true or false.")] = None
     stream_options: Annotated[StreamOptions | None, Says("Must be an object.")] = None
-    temperature: Annotated[
-        float | None, Field(ge=0, le=2), Says("Must be a number from 0 to 2.")
-    ] = None
     max_tokens: Annotated[int | None, Field(ge=1), Says("Must be a positive integer.")] = None
     max_completion_tokens: Annotated[
         int | None, Field(ge=1), Says("Must be a positive integer.")
@@ -111,19 +126,11 @@ class ChatRequest(Contract):
     n: Annotated[int | None, Field(ge=1, le=1), Says("Flywheel gives one choice: n must be 1.")] = (
         None
     )
-    flywheel: Annotated[
-        FlywheelOptions | None,
-        Says("Must be an object: intent, backend, fallback."),
-    ] = None
-    top_p: Any = None
     frequency_penalty: Any = None
     presence_penalty: Any = None
     seed: Any = None
     stop: Any = None
     logit_bias: Any = None
-    metadata: Any = None
-    store: Any = None
-    service_tier: Any = None
     reasoning_effort: Any = None
     parallel_tool_calls: Any = None
 

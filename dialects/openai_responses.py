@@ -25,17 +25,11 @@ from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from dialects.catalog import model_named
-from dialects.chat_request import (
-    MAX_MESSAGES,
-    MAX_MODEL,
-    FlywheelOptions,
-    Message,
-    messages_query,
-)
+from dialects.chat_request import MAX_MESSAGES, Message, OpenAIRequest, messages_query
 from dialects.extension import flywheel_field, routing_headers
 from dialects.openai_api import openai_error, openai_error_response
 from flywheel.asyncapi import async_api, json_body
-from flywheel.contract import Contract, Says, validated
+from flywheel.contract import Says, validated
 from flywheel.models import ApiKey
 from routing.answering.service import answer_question, query_refused, stream_answer
 from routing.selection.state import current_state
@@ -60,36 +54,18 @@ class InputMessage(TypedDict):
     type: NotRequired[Literal["message"]]
 
 
-class ResponsesRequest(Contract):
+class ResponsesRequest(OpenAIRequest):
     """POST /v1/responses, as OpenAI documents it (its basic text form)."""
 
-    refused_message = "The request is not valid."
-
-    model: Annotated[
-        str,
-        Field(min_length=1, max_length=MAX_MODEL),
-        Says("Required: 'flywheel' (routed by intent) or a model from GET /v1/models."),
-    ]
     input: Annotated[
         str | Annotated[list[InputMessage], Field(min_length=1, max_length=MAX_MESSAGES)],
         Says(f"Required: the question, or 1-{MAX_MESSAGES} messages of text."),
     ]
     instructions: Annotated[str | None, Says("Must be text.")] = None
-    stream: Annotated[bool | None, Says("Must be true or false.")] = None
-    temperature: Annotated[
-        float | None, Field(ge=0, le=2), Says("Must be a number from 0 to 2.")
-    ] = None
     max_output_tokens: Annotated[int | None, Field(ge=1), Says("Must be a positive integer.")] = (
         None
     )
-    flywheel: Annotated[
-        FlywheelOptions | None, Says("Must be an object: intent, backend, fallback.")
-    ] = None
-    top_p: Any = None
-    store: Any = None
-    metadata: Any = None
     truncation: Any = None
-    service_tier: Any = None
     user: Any = None
     reasoning: Any = None
 
