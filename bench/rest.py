@@ -17,9 +17,9 @@ counts every request without refusing any.
    one Redis round trip). bench/ratelimit.py measures the check alone.
 
 4. The OpenAI-compatible door's cost: on the same server, the same questions
-   alternate between POST /api/v1/query and POST /v1/chat/completions (both
-   forced to the instant stand-in); prints both and the median of the paired
-   differences.
+   take turns between POST /api/v1/query, POST /v1/chat/completions and
+   POST /v1/responses (all forced to the instant stand-in); prints each, and the
+   median of each door's paired differences with the query's.
 
 The client is bench/loadgen.py, so that the load generator's own CPU, on
 the same cores, stays small.
@@ -179,19 +179,27 @@ async def dialect_cost(port: int, key: str) -> None:
             "flywheel": {"backend": "instant"},
         }
 
+    def response(question: str) -> dict[str, object]:
+        return {"model": "flywheel", "input": question, "flywheel": {"backend": "instant"}}
+
     for question in pool[:50]:
         await timed("/api/v1/query", ask(question, "instant"))
         await timed("/v1/chat/completions", chat(question))
+        await timed("/v1/responses", response(question))
     query_ms: list[float] = []
     chat_ms: list[float] = []
-    for question in pool * 2:  # in pairs, so that drift on the shared cores hits both alike
+    response_ms: list[float] = []
+    for question in pool * 2:  # in turns, so that drift on the shared cores hits all alike
         query_ms.append(await timed("/api/v1/query", ask(question, "instant")))
         chat_ms.append(await timed("/v1/chat/completions", chat(question)))
+        response_ms.append(await timed("/v1/responses", response(question)))
     flywheel.close()
     print(f"  POST /api/v1/query, ms:          {summary(query_ms)}")
     print(f"  POST /v1/chat/completions, ms:   {summary(chat_ms)}")
-    paired = statistics.median(c - q for c, q in zip(chat_ms, query_ms, strict=True))
-    print(f"  the OpenAI door's cost (median of paired differences): {paired:.3f} ms")
+    print(f"  POST /v1/responses, ms:          {summary(response_ms)}")
+    for door, door_ms in (("chat", chat_ms), ("responses", response_ms)):
+        paired = statistics.median(d - q for d, q in zip(door_ms, query_ms, strict=True))
+        print(f"  the OpenAI {door} door's cost (median of paired differences): {paired:.3f} ms")
 
 
 async def throughput(port: int, key: str, clients: int = 16, seconds: float = 5.0) -> None:
