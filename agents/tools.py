@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
-from django.conf import settings
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
@@ -56,6 +55,7 @@ from chatflows.services import flow_routing_change
 from flywheel.asyncdb import db
 from flywheel.contract import Contract
 from flywheel.errors import ApplicationError
+from flywheel.links import public_url
 from flywheel.models import Tenant
 from routing.answering.query_input import QueryRequest, query_request
 from routing.answering.query_output import QueryAnswer, RoutePlan
@@ -71,11 +71,12 @@ def result(readable: str, structured: Mapping[str, Any]) -> CallToolResult:
 
 
 def _absolute(body: dict[str, Any]) -> dict[str, Any]:
-    """trace_url and session_url as links when FLYWHEEL_PUBLIC_URL says where the web app
-    is."""
+    """trace_url and session_url as links where the web app is (flywheel/links.py:
+    FLYWHEEL_PUBLIC_URL, else where make run serves); relative if neither is known."""
+    base = public_url()
     for link in ("trace_url", "session_url"):
-        if settings.PUBLIC_URL and body.get(link, "").startswith("/"):
-            body[link] = settings.PUBLIC_URL + body[link]
+        if base and body.get(link, "").startswith("/"):
+            body[link] = base + body[link]
     return body
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,6 +31,7 @@ from chatflows import contract, lifecycle
 from chatflows.filters import INTENT
 from chatflows.models import Flow
 from chatflows.services import flows_sync
+from flywheel.links import served_at
 from flywheel.models import ApiKey, Tenant
 from flywheel.services import api_key_create, api_key_revoke
 from routing.models import RoutingDecision
@@ -293,6 +295,19 @@ def test_the_trace_url_is_a_link_when_the_public_url_is_known(world: World, key:
     answer = ok(call(key, "universal_query", question=REVIEW))
 
     assert answer["trace_url"] == f"https://flywheel.example/decisions/{answer['request_id']}"
+
+
+def test_the_trace_url_is_where_make_run_serves_when_no_public_url_is_set(
+    world: World, key: str, settings: Any, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path
+    assert ok(call(key, "universal_query", question=REVIEW))["trace_url"].startswith("/")
+    served_at("127.0.0.1", 8001)
+
+    answer = ok(call(key, "universal_query", question=REVIEW))
+
+    assert answer["trace_url"] == f"http://127.0.0.1:8001/decisions/{answer['request_id']}"
+    assert answer["session_url"] == f"http://127.0.0.1:8001/v/{answer['session_id']}/"
 
 
 def test_a_conversation_continues_and_its_history_and_list_show_it(world: World, key: str) -> None:

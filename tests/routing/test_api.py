@@ -6,6 +6,8 @@ import json
 import logging
 import re
 from io import StringIO
+from pathlib import Path
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -14,6 +16,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from chatflows.models import Flow
+from flywheel.links import public_url, served_at
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
 from routing.models import RoutingDecision
@@ -343,7 +346,7 @@ def test_the_ask_command_prints_the_answer_then_one_line(
     with caplog.at_level(logging.INFO):
         call_command("ask", REVIEW, "--backend", "lf", stdout=out)
 
-    answer, blank, summary, *rest = out.getvalue().splitlines()
+    answer, blank, summary, session, *rest = out.getvalue().splitlines()
     decision = RoutingDecision.objects.get()
     assert (answer, blank, rest) == ("hello langflow", "", [])
     assert re.fullmatch(
@@ -351,8 +354,27 @@ def test_the_ask_command_prints_the_answer_then_one_line(
         rf"http://127\.0\.0\.1:8000/decisions/{decision.request_id}",
         summary,
     ), summary
+    sid = decision.session_id
+    assert session == f"Session {sid}: to continue it, ask ... --session {sid}"
     assert decision.tenant.slug == "default"
     assert not [r for r in caplog.records if r.name == "flywheel.decisions"]  # said once
+
+
+def test_the_ask_commands_link_is_where_make_run_last_served(
+    world: World, settings: Any, tmp_path: Path
+) -> None:
+    """`PORT=8001 make run`: its links, printed by `ask` in another terminal and by the
+    MCP server over stdio, are on 8001 (make run's `manage.py serve` notes where)."""
+    settings.VAR_DIR = tmp_path
+    served_at("0.0.0.0", 8001)  # noqa: S104 - as `make run HOST=0.0.0.0` passes it
+    out = StringIO()
+
+    call_command("ask", REVIEW, "--backend", "lf", stdout=out)
+
+    decision = RoutingDecision.objects.get()
+    assert f"· http://127.0.0.1:8001/decisions/{decision.request_id}" in out.getvalue()
+    settings.PUBLIC_URL = "https://flywheel.example"  # said outright, it wins
+    assert public_url() == "https://flywheel.example"
 
 
 def test_the_ask_command_prints_the_whole_answer_with_json(world: World) -> None:

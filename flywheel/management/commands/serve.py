@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from flywheel.links import served_at
 from flywheel.serving import APPLICATION, uvicorn_options
 
 
@@ -26,6 +27,7 @@ class Command(BaseCommand):
 
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1.")
+        served_at(options["host"], options["port"])  # for the links `ask` and MCP print
         uvicorn.run(
             APPLICATION,
             host=options["host"],

@@ -6,17 +6,17 @@ import json
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from backends.adapters import run_sync
 from flywheel.errors import ApplicationError
+from flywheel.links import public_url
 from flywheel.services import tenant_get_or_create_default
 from routing.answering.query_input import query_request
 from routing.answering.service import answer_question
 from routing.recording.writer import drain
 
-MAKE_RUN_URL = "http://127.0.0.1:8000"  # where `make run` serves, unless FLYWHEEL_PUBLIC_URL
+MAKE_RUN_URL = "http://127.0.0.1:8000"  # make run's default, until it has served once
 
 
 def summary(body: dict[str, Any]) -> str:
@@ -30,15 +30,15 @@ def summary(body: dict[str, Any]) -> str:
     took = f"{total:.0f} ms" if total is not None else "-"
     return (
         f"{routing['intent']} ({routing['method']} {routing['intent_confidence']:.2f}) · "
-        f"{who} · {took} · {settings.PUBLIC_URL or MAKE_RUN_URL}{body['trace_url']}"
+        f"{who} · {took} · {public_url() or MAKE_RUN_URL}{body['trace_url']}"
     )
 
 
 class Command(BaseCommand):
     help = (
         "Answer a question (for the default tenant): the answer, then one line with the "
-        "intent, the backend and flow, the time and the trace. --json prints the whole "
-        "answer as POST /api/v1/query gives it."
+        "intent, the backend and flow, the time and the trace, and the session to continue. "
+        "--json prints the whole answer as POST /api/v1/query gives it."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -89,3 +89,9 @@ class Command(BaseCommand):
         self.stdout.write(body["answer"])
         self.stdout.write("")
         self.stdout.write(summary(body))
+        for warning in body.get("warnings") or ():
+            self.stdout.write(f"Warning: {warning}")
+        self.stdout.write(
+            f"Session {body['session_id']}: to continue it, "
+            f"ask ... --session {body['session_id']}"
+        )
