@@ -294,9 +294,6 @@ async def conclude(
         return _response(query, cached["answer"], routing)
     budget = state.policy.query_budget_seconds
     spent = time.perf_counter() - query.started >= budget
-    last_error = attempts[-1].error_type if attempts else "AllBackendsDown"
-    if spent and not attempts:
-        last_error = "BudgetExceeded"
     failure = AllBackendsFailedError(
         f"No backend could answer the {intent!r} question"
         + _why_no_answer(attempts=bool(attempts), spent=spent, budget=budget),
@@ -311,7 +308,8 @@ async def conclude(
         query.decision(
             "failed",
             attempts=tuple(attempts),
-            error_type=last_error,
+            # The error the caller got: each attempt's own is in the chain.
+            error_type=failure.type,
             error_message=failure.message,
         ),
         state,

@@ -80,16 +80,23 @@ def test_an_answered_decision_links_the_turn_holding_its_answer(acme: Tenant) ->
 
 
 def test_a_failed_decision_keeps_the_message_its_caller_got(world: World, acme: Tenant) -> None:
+    session = _ask(acme)["session_id"]  # a conversation, so that /v/<id>/ shows it too
     world.fail(world.fw_route)
     world.fail(world.lf_route)
     with pytest.raises(AllBackendsFailedError) as raised:
-        _ask(acme)
+        _ask(acme, "And please review this diff too", session_id=session)  # none cached
     drain()
 
-    decision = RoutingDecision.objects.get()
+    decision = RoutingDecision.objects.get(outcome="failed")
     assert decision.outcome == "failed"
     assert decision.error_message == raised.value.message
     assert decision.error_message.startswith("No backend could answer")
+    # ... and the type: the trace page and the session page say what the caller got.
+    reader = _staff_reader()
+    for page in (f"/decisions/{decision.request_id}", f"/v/{session}/"):
+        shown = html.unescape(re.sub(r"<[^>]+>", "", reader.get(page).content.decode()))
+        assert f"AllBackendsFailed: {raised.value.message}" in shown, page
+        assert "UnexpectedError: No backend" not in shown
 
 
 def test_a_cached_answer_says_whose_answer_it_kept(world: World, acme: Tenant) -> None:

@@ -532,6 +532,10 @@ def test_an_exhausted_chain_is_an_error_carrying_the_chain(world: World, tenant:
     assert [a["backend"] for a in error.details["fallback_chain"]] == ["fw", "lf"]
     decision = RoutingDecision.objects.get()
     assert (decision.outcome, len(decision.fallback_chain)) == ("failed", 2)
+    # The decision (its trace, /v/<id>/) says the error the caller got; each attempt's
+    # own error is in its chain.
+    assert (decision.error_type, decision.error_message) == ("AllBackendsFailed", error.message)
+    assert [a["error_type"] for a in decision.fallback_chain] == ["UnexpectedError"] * 2
     assert PerformanceRecord.objects.filter(success=False).count() == 2
 
 
@@ -1299,7 +1303,8 @@ def test_a_budget_spent_before_any_attempt_says_so(world: World, tenant: Tenant)
 
     assert error.message.endswith("within the query's time budget of 1e-06 s.")
     assert error.details["fallback_chain"] == []
-    assert RoutingDecision.objects.get().error_type == "BudgetExceeded"
+    decision = RoutingDecision.objects.get()
+    assert (decision.error_type, decision.error_message) == ("AllBackendsFailed", error.message)
     assert not world.fw_route.called
 
 
