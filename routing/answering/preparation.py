@@ -129,7 +129,7 @@ async def plan_query(
     """The candidates for a query: its given flow, or the best for its intent on the
     backend asked for (each, with fallback, then the others), or on any. ``trial``: see
     plan()."""
-    # What a flow's scope counts for (scoring.scope_lean); none without query routing.
+    # What a flow's scope counts for (routing/selection/breadth.py); none without query routing.
     global_weight = query_type.global_weight if query_type else None
     tenant_id = tenant.pk if tenant else None
     if request.flow is None:

@@ -3,9 +3,10 @@
 Match decides who is a candidate (seed 000): 0 when no flow of the backend
 serves the intent, else 0.5 + 0.5 * min(len(keywords) / 10, 1) for its best
 flow; a generic flow serves any intent at half that, and only after the flows
-made for it. With query routing on, a flow's scope counts by the query type's weight
-of it (scope_lean): not at all at 0.5 (a 50/50 HYBRID question), up to a little more
-match and a shorter expected time at 1, down to a little less and a longer one at 0.
+made for it. With query routing on, a flow's scope counts by the query type's
+weight of it (routing/selection/breadth.py): not at all at 0.5 (a 50/50 HYBRID
+question), up to a little more match and a shorter expected time at 1, down to a
+little less and a longer one at 0.
 
 What was measured decides among candidates: each has an estimate of its chance
 of success and time to answer (routing.selection.estimates), and they are tried
@@ -30,13 +31,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from backends.adapters.traits import Tunable
+from routing.selection.breadth import scope_adjusted, scope_fit
 from routing.selection.estimates import Estimate, Prior
 
 GENERIC_FACTOR = 0.5
-SCOPE_FIT_BONUS = 0.1
-SCOPE_MISFIT_FACTOR = 0.8
-SCOPE_FIT_TIME = 0.8  # a flow of the question's breadth (weight 1): expected sooner
-SCOPE_MISFIT_TIME = 1.25
 NO_USAGE_TOKENS = 0.5
 
 
@@ -171,38 +169,6 @@ def match_score(flow: FlowEntry, intent: str) -> float:
     if intent in flow.keywords:
         return base
     return base * GENERIC_FACTOR if flow.is_generic else 0.0
-
-
-def scope_lean(flow: FlowEntry, global_weight: float | None) -> float:
-    """How far a question leans towards the flow's scope, from -1 (wholly the other) to 1
-    (wholly its own): 2 * the weight of its scope - 1, where a global flow's is
-    ``global_weight`` and a local one's 1 - it. 0 for "any", and with no query type."""
-    if global_weight is None or flow.scope not in {"global", "local"}:
-        return 0.0
-    weight = global_weight if flow.scope == "global" else 1.0 - global_weight
-    return max(-1.0, min(1.0, 2.0 * weight - 1.0))
-
-
-def scope_fit(flow: FlowEntry, global_weight: float | None) -> float:
-    """What a flow's scope makes of its expected time, for a question of that global
-    weight (query routing on): interpolated linearly by scope_lean, from 1 (no change:
-    weight 0.5, a flow of any scope, no query type) to SCOPE_FIT_TIME (sooner) when the
-    weight of the flow's scope is 1, and to SCOPE_MISFIT_TIME (later) when it is 0."""
-    lean = scope_lean(flow, global_weight)
-    full = SCOPE_FIT_TIME if lean > 0 else SCOPE_MISFIT_TIME
-    return 1 - abs(lean) + abs(lean) * full  # exactly ``full`` at a lean of +-1
-
-
-def scope_adjusted(score: float, flow: FlowEntry, global_weight: float | None) -> float:
-    """A flow's match ``score`` nudged by its scope, interpolated linearly by scope_lean:
-    unchanged at weight 0.5 (and for a flow of any scope, or no query type), up to
-    ``score`` + SCOPE_FIT_BONUS (at most 1) when the weight of the flow's scope is 1, down
-    to ``score`` * SCOPE_MISFIT_FACTOR when it is 0. A flow not matching stays 0."""
-    lean = scope_lean(flow, global_weight)
-    if not score or not lean:
-        return score
-    full = min(1.0, score + SCOPE_FIT_BONUS) if lean > 0 else score * SCOPE_MISFIT_FACTOR
-    return (1 - abs(lean)) * score + abs(lean) * full
 
 
 def performance_score(estimate: Estimate, ceiling_ms: float) -> float:

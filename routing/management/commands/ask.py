@@ -92,6 +92,5 @@ class Command(BaseCommand):
         for warning in body.get("warnings") or ():
             self.stdout.write(f"Warning: {warning}")
         self.stdout.write(
-            f"Session {body['session_id']}: to continue it, "
-            f"ask ... --session {body['session_id']}"
+            f"Session {body['session_id']}: to continue it, ask ... --session {body['session_id']}"
         )

@@ -15,20 +15,22 @@ from datetime import UTC, datetime
 import pytest
 
 from routing.classification.query_type import HYBRID, QueryTypeDecision
-from routing.selection.estimates import estimate
-from routing.selection.scoring import (
+from routing.selection.breadth import (
     SCOPE_FIT_BONUS,
     SCOPE_FIT_TIME,
     SCOPE_MISFIT_FACTOR,
     SCOPE_MISFIT_TIME,
+    scope_adjusted,
+    scope_fit,
+    scope_lean,
+)
+from routing.selection.estimates import estimate
+from routing.selection.scoring import (
     BackendEntry,
     Candidate,
     FlowEntry,
     HealthEntry,
     PolicyValues,
-    scope_adjusted,
-    scope_fit,
-    scope_lean,
     score_candidates,
 )
 
