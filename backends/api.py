@@ -163,6 +163,15 @@ class OnboardingHealthSerializer(serializers.Serializer):
     in_cooldown = serializers.BooleanField()
 
 
+class OnboardingFlowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    deployed = serializers.BooleanField()
+    generic = serializers.BooleanField(help_text="It serves any question.")
+    serves = serializers.ListField(
+        child=serializers.CharField(), help_text="Its first intents and keywords."
+    )
+
+
 class OnboardingFlowsSerializer(serializers.Serializer):
     discovered = serializers.BooleanField()
     total = serializers.IntegerField(required=False, help_text="Flows found.")
@@ -171,6 +180,9 @@ class OnboardingFlowsSerializer(serializers.Serializer):
         required=False, help_text="Deployed flows that serve an intent or are generic."
     )
     error = serializers.CharField(required=False, help_text="Why nothing was discovered.")
+    listed = OnboardingFlowSerializer(
+        many=True, required=False, help_text="The first 20 flows found, by name."
+    )
 
 
 class OnboardingSerializer(serializers.Serializer):

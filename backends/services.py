@@ -353,7 +353,26 @@ def onboarding_lines(report: dict[str, Any]) -> list[str]:
         )
     else:
         lines.append("Flows: none found yet; beat looks again every minute (its default).")
+    listed = flows.get("listed") or []
+    lines += [f"  - {_flow_line(flow)}" for flow in listed]
+    if flows.get("total", 0) > len(listed) and listed:
+        lines.append(f"  and {flows['total'] - len(listed)} more (GET /api/v1/flows).")
     return lines
+
+
+def _flow_line(flow: dict[str, Any]) -> str:
+    """One discovered flow in words: its name, and what routing sends it."""
+    if not flow["deployed"]:
+        serves = "not deployed: it answers nothing until it is"
+    elif flow["serves"]:
+        serves = (
+            "serves " + ", ".join(flow["serves"]) + (" and any question" if flow["generic"] else "")
+        )
+    elif flow["generic"]:
+        serves = "serves any question (generic)"
+    else:
+        serves = "serves no intent yet"
+    return f"{flow['name']}: {serves}"
 
 
 # --- on demand (a person asked, not the schedule) ------------------------------

@@ -38,11 +38,25 @@ def _discover_a_new_backend(sender: type, backend: Backend, healthy: bool, **kwa
         return {"flows": {"discovered": False, "error": err.message}}
     serving = Flow.objects.filter(backend=backend, removed_at__isnull=True, deployed=True)
     routable = serving.filter(Q(is_generic=True) | ~Q(intent_keywords=[])).count()
+    found = Flow.objects.filter(backend=backend, removed_at__isnull=True).order_by("name")
     return {
         "flows": {
             "discovered": True,
             "total": report.total,
             "added": report.added,
             "routable": routable,
+            # The first LISTED_FLOWS, each with what it serves, for the person who added it.
+            "listed": [
+                {
+                    "name": f.name,
+                    "deployed": f.deployed,
+                    "generic": f.is_generic,
+                    "serves": f.intent_keywords[:5],
+                }
+                for f in found[:LISTED_FLOWS]
+            ],
         }
     }
+
+
+LISTED_FLOWS = 20

@@ -66,7 +66,7 @@ def test_add_backend_probes_and_discovers_at_once_and_says_what_it_found() -> No
 
     backend = Backend.objects.get()
     flows = Flow.objects.filter(backend=backend).count()
-    first, health, found = printed.splitlines()
+    first, health, found, *listed = printed.splitlines()
     assert first == f"{backend.pk}: Registered backend 'fw' (flowise at {URL})."
     assert re.fullmatch(r"  Health: answering \(\d+ ms\)\.", health), health
     assert found == (  # the captured echo flows serve no intent by their names
@@ -75,6 +75,9 @@ def test_add_backend_probes_and_discovers_at_once_and_says_what_it_found() -> No
         ".venv/bin/python manage.py set_flow FLOW --backend NAME --generic"
     )
     assert flows > 0
+    # Each flow found, by name, with what it serves: the names the next step asks for.
+    names = Flow.objects.filter(backend=backend).order_by("name").values_list("name", flat=True)
+    assert listed == [f"    - {name}: serves no intent yet" for name in names]
     assert backend.health.healthy
     assert "sk-SECRET" not in printed
 
@@ -122,6 +125,10 @@ def test_a_backend_added_through_rest_answers_at_once(api_client: APIClient) -> 
         "total": flows,
         "added": flows,
         "routable": 0,
+        "listed": [
+            {"name": name, "deployed": True, "generic": False, "serves": []}
+            for name in Flow.objects.order_by("name").values_list("name", flat=True)
+        ],
     }
     assert created.json()["health"]["healthy"] is True
     assert "sk-SECRET" not in created.content.decode()
