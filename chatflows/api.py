@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from backends.adapters import adapter_class
 from backends.api import only_result
 from backends.models import Backend
 from backends.selectors import backend_get_for
@@ -29,7 +30,9 @@ class FlowSerializer(serializers.Serializer):
     backend_id = serializers.IntegerField()
     external_id = serializers.CharField(help_text="The flow's id on its backend.")
     name = serializers.CharField()
-    flow_type = serializers.CharField()
+    flow_type = serializers.SerializerMethodField(
+        help_text="Its type as every door shows it (a Langflow flow: FLOW, Langflow having none)."
+    )
     deployed = serializers.BooleanField()
     description = serializers.CharField()
     endpoint_name = serializers.CharField()
@@ -40,6 +43,9 @@ class FlowSerializer(serializers.Serializer):
     )
     is_generic = serializers.BooleanField()
     last_seen_at = serializers.DateTimeField()
+
+    def get_flow_type(self, flow: Flow) -> str:
+        return adapter_class(flow.backend.kind).shown_type(flow.flow_type)
 
 
 class FlowListView(APIView):

@@ -192,6 +192,15 @@ def test_stdio_without_a_key_refuses_to_start_in_one_line(db: None) -> None:
     assert "FLYWHEEL_API_KEY" in line
 
 
+def test_a_refused_key_is_named_where_it_was_given(tenant: Tenant) -> None:
+    for args, env, source in (
+        (["--api-key", "fw_bad"], {}, "The key in --api-key was refused"),
+        ([], {"FLYWHEEL_API_KEY": "fw_bad"}, "The key in FLYWHEEL_API_KEY was refused"),
+    ):
+        line = _refusal(runmcp(*args, env=server_env(**env)))
+        assert line.startswith(f"CommandError: {source}:"), line
+
+
 def test_stdio_with_a_revoked_key_refuses_to_start_in_one_line(tenant: Tenant) -> None:
     _, raw_key = api_key_create(tenant=tenant, name="old")
     api_key_revoke(api_key=ApiKey.objects.get(name="old"))

@@ -190,3 +190,19 @@ def test_only_patch_is_served(api_client: APIClient, own_flow: Flow) -> None:
     assert (
         api_client.patch("/api/v1/flows/abc", {"scope": "local"}, format="json").status_code == 404
     )
+
+
+def test_a_langflow_flow_shows_the_type_every_door_shows(
+    api_client: APIClient, tenant: Tenant
+) -> None:
+    """Langflow calls its flows WORKFLOW; Flywheel keeps that, and shows FLOW everywhere
+    (REST's flow list as MCP's list_chatflows), Langflow having no flow types."""
+    backend = Backend.objects.create(
+        name="mine-lf", kind="langflow", base_url="http://lf.test", tenant=tenant
+    )
+    flows_sync(backend=backend, discovered=[DiscoveredFlow("lf-1", "echo", flow_type="WORKFLOW")])
+
+    listed = api_client.get("/api/v1/flows", {"backend": "mine-lf"}).json()
+
+    assert [(f["name"], f["flow_type"]) for f in listed] == [("echo", "FLOW")]
+    assert Flow.objects.get(external_id="lf-1").flow_type == "WORKFLOW"

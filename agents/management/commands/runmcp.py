@@ -23,8 +23,9 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split())[:300]
 
 
-def startup_key(raw_key: str) -> ApiKey:
-    """The key the stdio server acts as, checked before serving.
+def startup_key(raw_key: str, source: str = KEY_VARIABLE) -> ApiKey:
+    """The key the stdio server acts as, checked before serving; ``source`` is where it
+    was given (--api-key or the variable), named when it is refused.
 
     Raises CommandError (one line on stderr, exit status 1) for a missing,
     unknown or revoked key, or a database that cannot be reached.
@@ -40,7 +41,7 @@ def startup_key(raw_key: str) -> ApiKey:
     try:
         return api_key_authenticate(raw_key=raw_key.strip())
     except AuthenticationError as err:
-        raise CommandError(f"{KEY_VARIABLE} was refused: {err.message}") from err
+        raise CommandError(f"The key in {source} was refused: {err.message}") from err
     except DatabaseError as err:
         raise CommandError(f"Cannot reach the database to check the key: {_one_line(err)}") from err
     finally:
@@ -69,12 +70,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["transport"] == "stdio":
-            self.serve_stdio(options["api_key"] or os.environ.get(KEY_VARIABLE, ""))
+            given = options["api_key"]
+            source = "--api-key" if given else KEY_VARIABLE
+            self.serve_stdio(given or os.environ.get(KEY_VARIABLE, ""), source)
         else:
             self.serve_http(options["host"], options["port"], options["workers"])
 
-    def serve_stdio(self, raw_key: str) -> None:
-        api_key = startup_key(raw_key)
+    def serve_stdio(self, raw_key: str, source: str = KEY_VARIABLE) -> None:
+        api_key = startup_key(raw_key, source)
         # stdout carries the protocol alone: everything else goes to stderr (settings.LOGGING).
         from agents.auth import KeyCaller
         from agents.server import build_server
