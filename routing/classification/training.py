@@ -22,6 +22,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -107,8 +108,12 @@ def _digest(texts: list[str], labels: list[str]) -> str:
     return hashlib.sha256(json.dumps([texts, labels]).encode()).hexdigest()
 
 
-def classifier_train(*, kind: str, force: bool = False) -> ClassifierModel | None:
-    """Train a new version of ``kind``'s classifier on its examples and announce it.
+def classifier_train(
+    *, kind: str, force: bool = False, progress: Callable[[str], None] | None = None
+) -> ClassifierModel | None:
+    """Train a new version of ``kind``'s classifier on its examples and announce it;
+    ``progress`` hears, before a training starts, what it is about to do (a person
+    waiting at a terminal).
 
     Returns the newest version: the existing one when it learned from exactly these
     examples (unless ``force``); None when the examples hold fewer than two labels.
@@ -124,6 +129,11 @@ def classifier_train(*, kind: str, force: bool = False) -> ClassifierModel | Non
         # Announce it again: a reader that found no number may have set an older one.
         shared_cache().set(VERSION_KEY.format(kind=kind), newest.pk, timeout=None)
         return newest
+    if progress is not None:
+        progress(
+            f"Training the {kind} classifier on {len(texts)} examples (a minute or so on a "
+            "busy machine; later starts reuse it until the examples change)..."
+        )
     started = time.perf_counter()
     model = train(texts, labels, exact=exact)
     if config is not None:
@@ -158,9 +168,11 @@ def classifier_train(*, kind: str, force: bool = False) -> ClassifierModel | Non
     return row
 
 
-def classifiers_train(*, force: bool = False) -> list[ClassifierModel]:
+def classifiers_train(
+    *, force: bool = False, progress: Callable[[str], None] | None = None
+) -> list[ClassifierModel]:
     """Train every kind whose examples changed (beat, load_defaults, the command)."""
-    trained = [classifier_train(kind=kind, force=force) for kind in KINDS]
+    trained = [classifier_train(kind=kind, force=force, progress=progress) for kind in KINDS]
     return [row for row in trained if row is not None]
 
 

@@ -57,7 +57,8 @@ def test_it_installs_the_seed_intents_scopes_and_policy() -> None:
 
 
 def test_running_it_twice_changes_nothing() -> None:
-    call_command("load_defaults", stdout=StringIO())
+    first = StringIO()
+    call_command("load_defaults", stdout=first)
     before = _counts()
     out = StringIO()
 
@@ -68,6 +69,14 @@ def test_running_it_twice_changes_nothing() -> None:
         "0 intent(s), 0 pattern(s), 0 scope pattern(s), 0 example(s) created; policy kept"
         in out.getvalue()
     )
+    # The first run said what it was waiting on before each training; the second trains
+    # nothing, so it has nothing to wait for.
+    trainings = [line for line in first.getvalue().splitlines() if line.startswith("Training")]
+    assert [line.split(" classifier on ")[0] for line in trainings] == [
+        "Training the intent",
+        "Training the query_type",
+    ]
+    assert "Training" not in out.getvalue()
 
 
 def test_admin_edits_survive_running_it_again() -> None:

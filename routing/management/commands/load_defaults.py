@@ -25,5 +25,9 @@ class Command(BaseCommand):
             f"policy {'created' if report.policy_created else 'kept'}; "
             f"{report.schedules_created} periodic task(s) created."
         )
-        for row in classifiers_train():
+        for row in classifiers_train(progress=self._progress):
             self.stdout.write(f"Classifier: {row}")
+
+    def _progress(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()  # seen now, not once the training is over
