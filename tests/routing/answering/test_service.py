@@ -1145,7 +1145,9 @@ def test_a_stream_failing_inside_flywheel_after_its_first_words_ends_with_an_err
     assert events[1]["error"]["type"] == "AllBackendsFailed"
     assert not world.lf_route.called
     decision = RoutingDecision.objects.get()
-    assert (decision.outcome, decision.error_type) == ("failed", "ClientError")
+    # The decision keeps the error the caller got; the attempt's own is in its chain.
+    assert (decision.outcome, decision.error_type) == ("failed", "AllBackendsFailed")
+    assert [a["error_type"] for a in decision.fallback_chain] == ["ClientError"]
 
 
 def test_a_backend_deleted_since_the_plan_was_made_is_an_attempt_that_failed(
