@@ -159,7 +159,14 @@ async def run(request: HttpRequest, api_key: ApiKey, flow: str) -> HttpResponseB
 
 
 def _stream(request: HttpRequest) -> bool:
-    """``?stream=``: true or false (absent: false). Raises ValidationError."""
+    """``?stream=``: true or false (absent: false), the one query parameter Langflow's run
+    API takes. Raises ValidationError for another value, or another parameter."""
+    unknown = sorted(name for name in request.GET if name != "stream")
+    if unknown:
+        raise ValidationError(
+            RunRequest.refused_message,
+            details={"fields": {name[:100]: "Unknown query parameter." for name in unknown[:10]}},
+        )
     given = request.GET.getlist("stream")
     if not given:
         return False

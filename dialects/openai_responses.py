@@ -29,8 +29,9 @@ from dialects.chat_request import MAX_MESSAGES, Message, OpenAIRequest, messages
 from dialects.extension import flywheel_field, routing_headers
 from dialects.openai_api import openai_error, openai_error_response
 from flywheel.asyncapi import async_api, json_body
-from flywheel.contract import Says, validated
+from flywheel.contract import NOT_BLANK, Says, validated
 from flywheel.models import ApiKey
+from routing.answering.query_input import MAX_QUESTION
 from routing.answering.service import answer_question, query_refused, stream_answer
 from routing.selection.state import current_state
 
@@ -58,7 +59,8 @@ class ResponsesRequest(OpenAIRequest):
     """POST /v1/responses, as OpenAI documents it (its basic text form)."""
 
     input: Annotated[
-        str | Annotated[list[InputMessage], Field(min_length=1, max_length=MAX_MESSAGES)],
+        Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=NOT_BLANK)]
+        | Annotated[list[InputMessage], Field(min_length=1, max_length=MAX_MESSAGES)],
         Says(f"Required: the question, or 1-{MAX_MESSAGES} messages of text."),
     ]
     instructions: Annotated[str | None, Says("Must be text.")] = None

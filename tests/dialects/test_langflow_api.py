@@ -115,6 +115,7 @@ async def test_a_streamed_run_comes_in_langflows_events(world: World, raw_api_ke
         ("key", LF_FLOW, documented(input_type="image"), 400, "ValidationError"),
         ("key", "No such flow here", documented(), 404, "NotFoundError"),
         ("key", f"{LF_FLOW}?stream=maybe", documented(), 400, "ValidationError"),
+        ("key", f"{LF_FLOW}?stream=true&streem=true", documented(), 400, "ValidationError"),
         ("key", LF_FLOW, documented(" \r "), 400, "ValidationError"),
     ],
 )

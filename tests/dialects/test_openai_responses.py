@@ -108,4 +108,7 @@ def test_what_the_door_cannot_do_is_refused_in_openais_shape(
             model="flywheel", input=[{"role": "assistant", "content": "no question"}]
         )
     assert last.value.param == "input"
+    with pytest.raises(openai.BadRequestError) as blank:
+        client.responses.create(model="flywheel", input=" \n")
+    assert blank.value.param == "input"
     assert RoutingDecision.objects.count() == 0
