@@ -27,6 +27,10 @@ def _flows_state_changed(sender: type, **kwargs: Any) -> None:
     snapshot.invalidate()
 
 
+# Of a new backend's flows, how many its report names (the person who added it reads them).
+LISTED_FLOWS = 20
+
+
 @receiver(backend_added)
 def _discover_a_new_backend(sender: type, backend: Backend, healthy: bool, **kwargs: Any) -> dict:
     """A new backend's flows, discovered at once (backends.services.backend_onboard)."""
@@ -36,16 +40,14 @@ def _discover_a_new_backend(sender: type, backend: Backend, healthy: bool, **kwa
         report = run_sync(adiscover, backend)
     except BackendError as err:
         return {"flows": {"discovered": False, "error": err.message}}
-    serving = Flow.objects.filter(backend=backend, removed_at__isnull=True, deployed=True)
-    routable = serving.filter(Q(is_generic=True) | ~Q(intent_keywords=[])).count()
     found = Flow.objects.filter(backend=backend, removed_at__isnull=True).order_by("name")
+    routable = found.filter(Q(is_generic=True) | ~Q(intent_keywords=[]), deployed=True).count()
     return {
         "flows": {
             "discovered": True,
             "total": report.total,
             "added": report.added,
             "routable": routable,
-            # The first LISTED_FLOWS, each with what it serves, for the person who added it.
             "listed": [
                 {
                     "name": f.name,
@@ -57,6 +59,3 @@ def _discover_a_new_backend(sender: type, backend: Backend, healthy: bool, **kwa
             ],
         }
     }
-
-
-LISTED_FLOWS = 20

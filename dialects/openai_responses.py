@@ -155,8 +155,8 @@ async def responses(request: HttpRequest, api_key: ApiKey) -> HttpResponseBase:
         return response
     body = await answer_question(query, tenant=api_key.tenant)
     flywheel = flywheel_field(request, body, warnings)
-    answer = _response(asked.model, body["request_id"].replace("-", ""), int(time.time()), "")
-    answer["output"][0]["content"][0]["text"] = body["answer"]
+    response_id = body["request_id"].replace("-", "")
+    answer = _response(asked.model, response_id, int(time.time()), body["answer"])
     answer.update(usage=_usage(body), flywheel=flywheel)
     return JsonResponse(answer, headers=routing_headers(flywheel))
 
