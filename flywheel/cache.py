@@ -128,6 +128,11 @@ class DegradingCache:
         self._answered()
         return added
 
+    @property
+    def failing(self) -> bool:
+        """Whether the cache's last call failed (it is left alone for a while)."""
+        return bool(self._down_until)
+
     def _write(self, call: Any, keys: Iterable[str]) -> None:
         if self._usable():
             try:

@@ -528,3 +528,59 @@ def test_a_backend_that_still_answers_one_of_its_flows_is_not_opened_whole() -> 
         if change is not None:
             changes.append(change.scope)
     assert changes == [(1, 11, "document-qa")]  # never (1,): the backend
+
+
+class _Contended:
+    """A cache whose lock key is held by another for the first ``busy`` takes, released
+    again before every read: what a fast holder looks like to a thread that lost the
+    race."""
+
+    def __init__(self, busy: int) -> None:
+        self.busy = busy
+        self.takes = 0
+
+    def add(self, key: str, value: object, timeout: object = None) -> bool:
+        self.takes += 1
+        return self.takes > self.busy
+
+    def get(self, key: str, default: object = None) -> object:
+        return default
+
+    def delete(self, key: str) -> None:
+        pass
+
+
+class _Down(_Contended):
+    def add(self, key: str, value: object, timeout: object = None) -> bool:
+        self.takes += 1
+        raise ConnectionError("the cache is down")
+
+
+def test_a_lock_freed_between_reads_is_waited_for_not_taken_for_a_failing_cache(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sixteen threads opening scopes at once lost one (CI): a thread that missed the lock
+    and then saw it free twice took the cache for failing and wrote without it."""
+    from flywheel.cache import DegradingCache
+    from routing.selection import breaker
+
+    inner = _Contended(busy=3)
+    monkeypatch.setattr(breaker, "shared_cache", lambda: DegradingCache(inner))
+    with breaker._scopes_held():
+        pass
+    assert inner.takes == 4
+    assert "without their lock" not in caplog.text
+
+
+def test_a_down_cache_is_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from flywheel.cache import DegradingCache
+    from routing.selection import breaker
+
+    inner = _Down(busy=0)
+    monkeypatch.setattr(breaker, "shared_cache", lambda: DegradingCache(inner))
+    with breaker._scopes_held():
+        pass
+    assert inner.takes == 1
+    assert "without their lock" in caplog.text
