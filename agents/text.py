@@ -41,6 +41,11 @@ def _selection(routing: Mapping[str, Any]) -> str:
     return ("Intelligent" if method == "auto" else "Explicit") + scored
 
 
+def _why_intent(routing: Mapping[str, Any]) -> list[str]:
+    said = (routing.get("evidence") or {}).get("summary")
+    return [f"- Why {routing['intent']}: {said}"] if said else []
+
+
 def _routing_lines(routing: Mapping[str, Any], session_id: str) -> list[str]:
     timings = routing.get("timings") or {}
     execution = timings.get("execute_ms", timings.get("total_ms"))
@@ -58,6 +63,7 @@ def _routing_lines(routing: Mapping[str, Any], session_id: str) -> list[str]:
             for a in chain
         )
         lines.append(f"- Fallback: {tried}")
+    lines += _why_intent(routing)  # after seed 000's lines, which clients may parse
     if routing.get("cached"):
         source = routing.get("cached_from") or {}
         lines.append(
@@ -110,6 +116,9 @@ def route_plan(plan: Mapping[str, Any]) -> str:
     lines = [
         f"Intent: {plan['intent']} ({plan['method']}, confidence {plan['confidence']:.2f})",
     ]
+    said = (plan.get("evidence") or {}).get("summary")
+    if said:
+        lines.append(f"Because: {said}")
     if plan.get("query_type"):
         lines.append(f"Query type: {plan['query_type']}")
     candidates = plan.get("candidates") or []

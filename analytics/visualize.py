@@ -66,7 +66,10 @@ def decision_story(decision: RoutingDecision) -> dict[str, Any]:
             "intent": decision.intent,
             "method": decision.intent_method,
             "confidence": decision.intent_confidence,
-            "evidence": list(evidence.get("intent") or []),
+            "evidence": {
+                "summary": evidence.get("intent_summary") or "",  # kept from wave 3 on
+                "raw": list(evidence.get("intent") or []),
+            },
         },
         "query_type": decision.query_type or None,
         "candidates": list(decision.candidates or []),

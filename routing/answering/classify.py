@@ -47,7 +47,7 @@ async def classify_intent(
                 f"Unknown or disabled intent {override!r}.",
                 details={"intent": override, "known": sorted(state.rules.priorities)},
             )
-        return IntentResult(override, 1.0, "override")
+        return IntentResult(override, 1.0, "override", summary=f"the caller asked for {override}")
     threshold = state.policy.confidence_threshold
     result = cascade(state.rules, state.intent_model, question, history, threshold)
     if result.confidence < threshold or result.method == "model":  # the model was asked
@@ -61,7 +61,13 @@ async def classify_intent(
         )
         if label is not None:
             return IntentResult(
-                label, llm.LLM_INTENT_CONFIDENCE, "llm", (f"llm: {label}",), result.scores
+                label,
+                llm.LLM_INTENT_CONFIDENCE,
+                "llm",
+                (f"llm: {label}",),
+                result.scores,
+                f"the LLM chose {label}: the other steps were unsure"
+                + (f" ({result.intent} at {result.confidence:.2f})" if result.confidence else ""),
             )
     return settle(result, threshold)
 

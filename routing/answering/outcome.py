@@ -149,7 +149,7 @@ def _routing_block(
         "intent": intent.intent,
         "intent_confidence": intent.confidence,
         "method": intent.method,
-        "evidence": list(intent.evidence),
+        "evidence": intent.evidence_shown(),
         "query_type": query.query_type.as_dict() if query.query_type else None,
         "routing_method": query.plan.routing_method if query.plan else "local",
         "why": query.why(),

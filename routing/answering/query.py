@@ -78,6 +78,7 @@ class Query:
         found: dict[str, Any] = {}
         if self.intent is not None:
             found["intent"] = list(self.intent.evidence)
+            found["intent_summary"] = self.intent.summary
         if self.query_type is not None:
             qt = self.query_type.as_dict()
             found["query_type"] = {

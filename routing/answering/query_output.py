@@ -79,13 +79,25 @@ class QueryTypeDecision(BaseModel):
     )
 
 
+class Evidence(BaseModel):
+    """Why the question got its intent: in words, and the raw matches behind them."""
+
+    summary: str = Field(
+        description="In words, e.g. \"matched 'review' and 'pull request' (code-review "
+        'rules 1 and 3)" or "the learned model (v4): 0.91 code-review, 0.05 '
+        'technical-analysis"; empty when there is nothing to say (an intent the caller '
+        "named says so)."
+    )
+    raw: list[str] = Field(description="The patterns that matched, or the step's own note.")
+
+
 class Routing(BaseModel):
     """Why this flow answered (seed 000's routing metadata)."""
 
     intent: str
     intent_confidence: float
     method: IntentMethod = Field(description="How the intent was found.")
-    evidence: list[str]
+    evidence: Evidence
     query_type: QueryTypeDecision | None
     routing_method: Literal["auto", "explicit", "local"] = Field(
         description="auto (intelligent), explicit (a flow was named), or local (answered "
@@ -163,7 +175,7 @@ class RoutePlan(BaseModel):
     intent: str
     confidence: float
     method: IntentMethod
-    evidence: list[str]
+    evidence: Evidence
     query_type: QueryTypeName | None
     query_type_confidence: float | None
     candidates: list[Candidate]

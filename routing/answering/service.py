@@ -255,7 +255,7 @@ async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dic
         "intent": intent.intent,
         "confidence": intent.confidence,
         "method": intent.method,
-        "evidence": list(intent.evidence),
+        "evidence": intent.evidence_shown(),
         "query_type": query_type.query_type if query_type else None,
         "query_type_confidence": query_type.confidence if query_type else None,
         "candidates": [c.as_dict() for c in candidates],

@@ -12,11 +12,13 @@ import math
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from routing.classification import words
 from routing.classification.learned import LearnedModel
-from routing.classification.rules import IntentRuleSet
+from routing.classification.rules import CompiledRule, IntentRuleSet
 
 FALLBACK_INTENT = "general"
 # Matched rule weight at which confidence reaches 1 - 1/e (~0.63); a single
@@ -54,18 +56,22 @@ class IntentResult:
     method: str  # example | rules | context | model | llm | override | default
     evidence: tuple[str, ...] = field(default_factory=tuple)
     scores: dict[str, float] = field(default_factory=dict)
+    summary: str = ""  # the evidence in words (routing.classification.words)
+
+    def evidence_shown(self) -> dict[str, Any]:
+        """The evidence as callers get it: the sentence, and the raw patterns behind it."""
+        return {"summary": self.summary, "raw": list(self.evidence)}
 
 
 def rule_scores(
     rules: IntentRuleSet, question: str
-) -> tuple[dict[str, float], dict[str, list[str]]]:
-    """Summed weights of the matching rules per intent, and the patterns that matched."""
+) -> tuple[dict[str, float], dict[str, list[CompiledRule]]]:
+    """Summed weights of the matching rules per intent, and the rules that matched."""
     scores: dict[str, float] = {}
-    evidence: dict[str, list[str]] = {}
-    for intent, hits in rules.matches(question).items():
+    found = rules.matches(question)
+    for intent, hits in found.items():
         scores[intent] = round(sum(rule.weight for rule in hits), 4)
-        evidence[intent] = [rule.pattern for rule in hits]
-    return scores, evidence
+    return scores, found
 
 
 def confidence_of(top: float, runner_up: float) -> float:
@@ -82,9 +88,9 @@ def confidence_of(top: float, runner_up: float) -> float:
 
 def classify_by_rules(rules: IntentRuleSet, question: str) -> IntentResult:
     """The best-scoring intent by rules; ``general`` with confidence 0 when nothing matches."""
-    scores, evidence = rule_scores(rules, question)
+    scores, hits = rule_scores(rules, question)
     if not scores:
-        return IntentResult(FALLBACK_INTENT, 0.0, "rules")
+        return IntentResult(FALLBACK_INTENT, 0.0, "rules", summary="no rule matched")
     ranked = sorted(scores, key=lambda i: (scores[i], rules.priorities.get(i, 0), i), reverse=True)
     top = ranked[0]
     runner_up = scores[ranked[1]] if len(ranked) > 1 else 0.0
@@ -92,8 +98,9 @@ def classify_by_rules(rules: IntentRuleSet, question: str) -> IntentResult:
         intent=top,
         confidence=confidence_of(scores[top], runner_up),
         method="rules",
-        evidence=tuple(evidence[top]),
+        evidence=tuple(rule.pattern for rule in hits[top]),
         scores=scores,
+        summary=words.said_by_rules(top, hits[top], question),
     )
 
 
@@ -129,6 +136,7 @@ def classify_with_context(
         method="context",
         evidence=(f"follow-up of: {topic.question[:80]}",),
         scores=by_rules.scores,
+        summary=words.said_in_context(topic.question, topic.intent),
     )
 
 
@@ -157,6 +165,7 @@ def by_model(
         "model",
         (f"model v{model.version}{voted}: {predicted.label} at {predicted.confidence:.2f}",),
         unsure.scores,
+        words.said_by_model(model.version, predicted.probabilities, voted=predicted.voted),
     )
 
 
@@ -173,7 +182,13 @@ def cascade(
     topic for an unsure follow-up, then the learned model when it is sure enough."""
     recalled = model.recall(question) if model is not None else None
     if recalled is not None and recalled in rules.priorities:
-        return IntentResult(recalled, 1.0, "example", ("labelled so by a person",))
+        return IntentResult(
+            recalled,
+            1.0,
+            "example",
+            ("labelled so by a person",),
+            summary=f"a person labelled this very question {recalled}",
+        )
     result = classify_with_context(rules, question, history, threshold)
     if result.confidence < threshold:
         result = by_model(model, rules.priorities, question, result, threshold, vector)
@@ -188,4 +203,9 @@ def settle(result: IntentResult, threshold: float) -> IntentResult:
     evidence = result.evidence
     if result.intent != FALLBACK_INTENT:
         evidence = (f"below threshold: {result.intent} at {result.confidence:.2f}", *evidence)
-    return IntentResult(FALLBACK_INTENT, result.confidence, "default", evidence, result.scores)
+    summary = words.unsure(
+        result.intent, result.confidence, threshold, FALLBACK_INTENT, result.summary
+    )
+    return IntentResult(
+        FALLBACK_INTENT, result.confidence, "default", evidence, result.scores, summary
+    )

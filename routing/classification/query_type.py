@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from routing.classification import words
 from routing.classification.learned import LearnedModel, Prediction
 from routing.classification.rules import IntentRuleSet
 
@@ -68,12 +69,15 @@ def classify_query_type(rules: IntentRuleSet, question: str) -> QueryTypeDecisio
         confidence = round(share * (1 - math.exp(-weight / STRENGTH_SCALE)), 4)
         reasoning = (
             f"{query_type.title()} patterns carry {share:.0%} of the matched weight "
-            f"({weight:g}): {', '.join(evidence[query_type.lower()][:3])}."
+            f"({weight:g}): matched {words.matched(hits[query_type.lower()][:3], question)}."
         )
         weights = (1.0, 0.0) if query_type == GLOBAL else (0.0, 1.0)
         return QueryTypeDecision(query_type, confidence, reasoning, *weights, evidence=evidence)
     confidence = round(1 - abs(ratio - 0.5), 4) * 0.6
-    reasoning = f"Both global ({g:g}) and local ({loc:g}) patterns matched."
+    reasoning = (
+        f"Both global patterns ({g:g}: {words.matched(hits['global'][:3], question)}) and "
+        f"local ones ({loc:g}: {words.matched(hits['local'][:3], question)}) matched."
+    )
     return QueryTypeDecision(
         HYBRID,
         round(confidence, 4),

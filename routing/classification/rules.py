@@ -26,6 +26,7 @@ class CompiledRule:
     is_regex: bool
     weight: float
     matcher: Matcher
+    number: int = 0  # its place among its intent's rules on the admin page (1 on), if known
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,11 @@ class IntentRuleSet:
         return found
 
 
-def _compiled(label: str, pattern: str, is_regex: bool, weight: float) -> CompiledRule:
+def _compiled(
+    label: str, pattern: str, is_regex: bool, weight: float, number: int = 0
+) -> CompiledRule:
     return CompiledRule(
-        label, pattern, is_regex, weight, compile_pattern(pattern, is_regex=is_regex)
+        label, pattern, is_regex, weight, compile_pattern(pattern, is_regex=is_regex), number
     )
 
 
@@ -75,7 +78,7 @@ def build_rules(
     return IntentRuleSet(
         version,
         {
-            slug: tuple(_compiled(slug, *spec) for spec in specs)
+            slug: tuple(_compiled(slug, *spec, n) for n, spec in enumerate(specs, 1))
             for slug, (_, specs) in intents.items()
         },
         {slug: priority for slug, (priority, _) in intents.items()},
@@ -110,9 +113,10 @@ def _compile(version: int) -> IntentRuleSet:
     priorities: dict[str, int] = {}
     for intent in Intent.objects.filter(enabled=True).prefetch_related("patterns"):
         priorities[intent.slug] = intent.priority
+        # Numbered as the intent's admin page lists its rules, disabled ones included.
         rules[intent.slug] = tuple(
-            _compiled(intent.slug, p.pattern, p.kind == PatternKind.REGEX, p.weight)
-            for p in intent.patterns.all()
+            _compiled(intent.slug, p.pattern, p.kind == PatternKind.REGEX, p.weight, n)
+            for n, p in enumerate(intent.patterns.all(), 1)
             if p.enabled
         )
     scopes: dict[str, tuple[CompiledRule, ...]] = dict.fromkeys(QueryScope.values, ())

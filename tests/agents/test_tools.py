@@ -240,6 +240,9 @@ def test_universal_query_answers_in_seed_000s_format(world: World, key: str) -> 
     assert info[4].startswith("- Execution: ")
     assert info[4].endswith("ms")
     assert info[5] == f"- Session: {answer['session_id']}"
+    # Why the intent, in words, after seed 000's lines.
+    assert info[6] == f"- Why code-review: {answer['routing']['evidence']['summary']}"
+    assert info[6].startswith("- Why code-review: matched 'my pull request' and 'review'")
     assert lines[lines.index("**Routing Info**:") - 2] == "---"
     assert RoutingDecision.objects.get().request_id.hex == answer["request_id"].replace("-", "")
 

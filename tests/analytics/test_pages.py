@@ -114,6 +114,28 @@ def test_a_cached_answer_says_whose_answer_it_kept(world: World, acme: Tenant) -
     assert FW_ANSWER in page
 
 
+def test_the_trace_leads_with_the_decision_in_words_and_folds_the_answer(
+    world: World, acme: Tenant
+) -> None:
+    """A person reads intent → chosen → why → chain first; the patterns and the answer
+    are one click away (a long answer had pushed the chain 6,000 px down)."""
+    world.fail(world.fw_route)  # so the chain has a failure and a fallback to read
+    body = _ask(acme)
+
+    page = _staff_reader().get(f"/decisions/{body['request_id']}").content.decode()
+
+    said = body["routing"]["evidence"]["summary"]
+    assert said.startswith("matched 'my pull request' and 'review' (code-review rules ")
+    assert f'<span id="intent-summary">{html.escape(said)}</span>' in page
+    raw = re.search(r'<details class="raw">(.*?)</details>', page, re.S)
+    assert raw is not None
+    assert all(html.escape(p) in raw.group(1) for p in body["routing"]["evidence"]["raw"])
+    order = [page.index(m) for m in ('id="intent"', 'id="why"', 'id="chain"', 'id="answer"')]
+    assert order == sorted(order)
+    answer = re.search(r'<div class="card" id="answer"><details><summary>', page)
+    assert answer is not None, "the answer is folded"
+
+
 # --- who sees what ------------------------------------------------------------------
 
 

@@ -254,7 +254,8 @@ def test_the_route_command_prints_one_json_object_per_stdin_line(
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [line["intent"] for line in lines] == ["code-review", "general"]
     assert lines[0] == api_client.post("/api/v1/route", {"question": REVIEW}, format="json").json()
-    assert lines[0]["evidence"]  # the patterns that matched, as the REST door says
+    assert lines[0]["evidence"]["raw"]  # the patterns that matched, as the REST door says
+    assert lines[0]["evidence"]["summary"].startswith("matched 'my pull request' and 'review'")
     assert lines[0]["selected"]["backend"] == "fw"
     assert not RoutingDecision.objects.exists()
 
@@ -324,6 +325,7 @@ def test_the_route_command_prints_a_readable_plan(world: World) -> None:
     printed = out.getvalue()
     assert "intent code-review" in printed
     assert "LOCAL 0.78" in printed
+    assert "  because: matched 'review this function' and 'bugs' (code-review rules " in printed
     assert "fw / reviewer" in printed
 
 

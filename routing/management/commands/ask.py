@@ -89,6 +89,9 @@ class Command(BaseCommand):
         self.stdout.write(body["answer"])
         self.stdout.write("")
         self.stdout.write(summary(body))
+        said = body["routing"]["evidence"]["summary"]
+        if said:
+            self.stdout.write(f"Why {body['routing']['intent']}: {said}")
         for warning in body.get("warnings") or ():
             self.stdout.write(f"Warning: {warning}")
         self.stdout.write(

@@ -65,6 +65,8 @@ class Command(BaseCommand):
             f"{plan['question'][:70]!r}\n  intent {plan['intent']} "
             f"({plan['confidence']:.2f}, {plan['method']}{query_type})"
         )
+        if plan["evidence"]["summary"]:
+            self.stdout.write(f"  because: {plan['evidence']['summary']}")
         for candidate in plan["candidates"]:
             self.stdout.write(
                 f"  {candidate['score']:.3f}  {candidate['backend']} / {candidate['flow']}  "

@@ -72,7 +72,11 @@ def test_the_decision_records_why_the_intent_was_chosen(world: World, tenant: Te
 
     evidence = RoutingDecision.objects.get().evidence
     assert evidence["intent"]
-    assert evidence["intent"] == body["routing"]["evidence"]
+    said = body["routing"]["evidence"]
+    assert said == {"summary": evidence["intent_summary"], "raw": evidence["intent"]}
+    # In words: what the question said, not the patterns (those stay in raw).
+    assert said["summary"].startswith("matched 'my pull request' and 'review' (code-review rules ")
+    assert all(pattern not in said["summary"] for pattern in said["raw"] if "\\" in pattern)
     assert "query_type" not in evidence  # query routing is off
 
 
