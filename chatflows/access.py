@@ -87,6 +87,7 @@ def resolve_flow(
                 "backend just now, name the backend.",
                 details={"chatflow_id": flow_id},
             )
+        rows = _one_flow(rows, tenant)
         if len(rows) > 1:
             raise ValidationError(
                 f"Flow id {flow_id!r} is on several backends: name one.",
@@ -96,6 +97,20 @@ def resolve_flow(
     if write:
         may_write(tenant, target.backend)
     return target
+
+
+def _one_flow(rows: list[Flow], tenant: Tenant | None) -> list[Flow]:
+    """A flow id found on several backends: the row on the caller's own backend, when
+    exactly one is (a tenant that registered a shared server again for itself, to manage
+    its flows); else, when every backend is the same server (kind and address), that
+    server's flow once, on the first backend by name. Otherwise ``rows`` as they are."""
+    if len(rows) < 2:
+        return rows
+    own = [r for r in rows if tenant is not None and r.backend.tenant_id == tenant.pk]
+    if len(own) == 1:
+        return own
+    servers = {(r.backend.kind, r.backend.base_url.rstrip("/")) for r in rows}
+    return sorted(rows, key=lambda r: r.backend.name)[:1] if len(servers) == 1 else rows
 
 
 def resolve_backend_for_create(*, tenant: Tenant | None, backend: str | None) -> Backend:

@@ -196,6 +196,29 @@ def test_create_sends_the_flow_and_stores_its_row(mine: Mine) -> None:
     assert "SECRET" not in result.content.decode()
 
 
+def test_a_shared_server_registered_again_by_a_tenant_is_managed_through_its_own(
+    world: World, tenant: Tenant
+) -> None:
+    """The first hour: make run's key cannot manage a shared backend's flows, so its
+    tenant registers the same server for itself, and every flow is then on two backends.
+    Named by id, a flow was refused ("is on several backends"); it is the tenant's own
+    row, writable, and anyone else sees the one server's flow once."""
+    flow_id = world.fw_flow.external_id
+    again = Backend.objects.create(
+        name="my-fw", kind="flowise", base_url=world.fw.base_url + "/", tenant=tenant
+    )
+    Flow.objects.create(backend=again, external_id=flow_id, name="reviewer", deployed=True)
+    other = Backend.objects.create(name="fw-again", kind="flowise", base_url=world.fw.base_url)
+    Flow.objects.create(backend=other, external_id=flow_id, name="reviewer", deployed=True)
+
+    assert resolve_flow(tenant=tenant, flow_id=flow_id, write=True).backend == again
+    assert resolve_flow(tenant=None, flow_id=flow_id).backend == world.fw  # first by name
+    elsewhere = Backend.objects.create(name="a-replica", kind="flowise", base_url=MINE)
+    Flow.objects.create(backend=elsewhere, external_id=flow_id, name="reviewer", deployed=True)
+    with pytest.raises(ValidationError, match="is on several backends: name one"):
+        resolve_flow(tenant=None, flow_id=flow_id)  # two servers: which one is meant?
+
+
 def test_the_only_backend_of_a_tenant_is_chosen_and_several_must_be_named(
     mine: Mine, world: World
 ) -> None:
