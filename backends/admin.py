@@ -135,7 +135,7 @@ class BackendAdmin(admin.ModelAdmin):
         if not change:  # a new backend is probed and discovered once it is committed
 
             def onboard() -> None:
-                lines = onboarding_lines(backend_onboard(backend=obj))
+                lines = onboarding_lines(backend_onboard(backend=obj), backend=obj)
                 level = (
                     messages.SUCCESS
                     if lines[0].startswith("Health: answering")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -326,8 +327,9 @@ def backend_onboard(*, backend: Backend) -> dict[str, Any]:
     return report
 
 
-def onboarding_lines(report: dict[str, Any]) -> list[str]:
-    """backend_onboard's report in words, for a person (the command, the admin)."""
+def onboarding_lines(report: dict[str, Any], *, backend: Backend) -> list[str]:
+    """backend_onboard's report on ``backend`` in words, for a person (the command, the
+    admin): its next step as a command to paste, owner included."""
     health = report["health"]
     if health is None:
         return ["Not probed now (FLYWHEEL_ONBOARD_NEW_BACKENDS is off): beat will."]
@@ -349,7 +351,10 @@ def onboarding_lines(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"Flows: {flows['total']} found ({flows['added']} new), but none serves an intent "
             "yet: in the admin (Flows), tick 'generic' on one or add intents to its keywords, "
-            "or run: .venv/bin/python manage.py set_flow FLOW --backend NAME --generic"
+            "or run: .venv/bin/python manage.py set_flow FLOW --backend "
+            + shlex.quote(backend.name)
+            + (f" --tenant {backend.tenant.slug}" if backend.tenant is not None else "")
+            + " --generic"
         )
     else:
         lines.append("Flows: none found yet; beat looks again every minute (its default).")

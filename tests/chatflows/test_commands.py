@@ -57,6 +57,27 @@ def test_an_unknown_flow_names_the_flows_there_are(world: World) -> None:
     )
 
 
+def test_a_tenants_backend_named_without_its_tenant_says_which_to_add(world: World, tenant) -> None:
+    """The first hour: add_backend --tenant default, then set_flow without --tenant said
+    "No flow 'echo' on backend 'mine' (its flows: none)", as if it had none."""
+    from backends.models import Backend
+
+    mine = Backend.objects.create(name="mine", kind="flowise", base_url="http://m", tenant=tenant)
+    Flow.objects.create(backend=mine, external_id="e1", name="echo")
+
+    with pytest.raises(CommandError) as refused:
+        call_command("set_flow", "echo", "--backend", "mine", "--generic")
+    with pytest.raises(CommandError) as unknown:
+        call_command("set_flow", "echo", "--backend", "nope", "--generic")
+    call_command("set_flow", "echo", "--backend", "mine", "--tenant", tenant.slug, "--generic")
+
+    assert str(refused.value) == (
+        f"No shared backend is named 'mine'. One of that name is there with --tenant {tenant.slug}."
+    )
+    assert str(unknown.value) == "No shared backend is named 'nope'."
+    assert Flow.objects.get(backend=mine).is_generic
+
+
 def test_a_scope_set_alone_from_the_terminal_is_kept_by_discovery(world: World) -> None:
     before = Flow.objects.get(pk=world.fw_flow.pk)
     out = StringIO()

@@ -21,6 +21,7 @@ from rest_framework.test import APIClient
 from backends import addresses
 from backends.models import Backend
 from chatflows.models import Flow
+from flywheel.models import Tenant
 from routing.install import defaults_load
 from routing.selection.state import forget
 from tests.captured import response
@@ -72,7 +73,7 @@ def test_add_backend_probes_and_discovers_at_once_and_says_what_it_found() -> No
     assert found == (  # the captured echo flows serve no intent by their names
         f"  Flows: {flows} found ({flows} new), but none serves an intent yet: in the admin "
         "(Flows), tick 'generic' on one or add intents to its keywords, or run: "
-        ".venv/bin/python manage.py set_flow FLOW --backend NAME --generic"
+        ".venv/bin/python manage.py set_flow FLOW --backend fw --generic"
     )
     assert flows > 0
     # Each flow found, by name, with what it serves: the names the next step asks for.
@@ -80,6 +81,20 @@ def test_add_backend_probes_and_discovers_at_once_and_says_what_it_found() -> No
     assert listed == [f"    - {name}: serves no intent yet" for name in names]
     assert backend.health.healthy
     assert "sk-SECRET" not in printed
+
+
+@respx.mock
+def test_a_tenants_backend_gets_the_next_command_with_its_tenant() -> None:
+    """The printed step must work when pasted: a tenant's backend needs --tenant."""
+    _flowise_answers()
+    tenant = Tenant.objects.create(name="Acme", slug="acme")
+
+    printed = _add("--name", "my fw", "--kind", "flowise", "--url", URL, "--tenant", "acme")
+
+    assert printed.splitlines()[2].endswith(
+        "manage.py set_flow FLOW --backend 'my fw' --tenant acme --generic"
+    )
+    assert Backend.objects.get().tenant == tenant
 
 
 @respx.mock

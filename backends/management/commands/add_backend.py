@@ -69,5 +69,5 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{backend.pk}: {done} backend {backend.name!r} ({backend.kind} at {backend.base_url})."
         )
-        for line in onboarding_lines(backend_onboard(backend=backend)):
+        for line in onboarding_lines(backend_onboard(backend=backend), backend=backend):
             self.stdout.write(f"  {line}")

@@ -12,6 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from backends.management.owner import add_owner_arguments, owner
+from backends.models import Backend
 from chatflows.models import Flow, FlowScope
 from chatflows.services import flow_routing_set
 
@@ -71,9 +72,30 @@ class Command(BaseCommand):
         if len(found) == 1:
             return found[0]
         names = ", ".join(sorted(flows.values_list("name", flat=True))) or "none"
+        if not found and not flows.exists():
+            raise CommandError(_no_backend(options["backend"], options.get("tenant")))
         if not found:
             raise CommandError(
                 f"No flow {options['flow']!r} on backend {options['backend']!r} "
                 f"(its flows: {names})."
             )
         raise CommandError(f"Several flows are named {options['flow']!r}: give its id instead.")
+
+
+def _no_backend(name: str, tenant: str | None) -> str:
+    """The backend named has no flow for this owner: say whose backends bear the name."""
+    whose = f"tenant {tenant!r}" if tenant else "shared"
+    owners = sorted(
+        Backend.objects.filter(name=name, tenant__isnull=False)
+        .exclude(tenant__slug=tenant or "")
+        .values_list("tenant__slug", flat=True)
+    )
+    shared = tenant is not None and Backend.objects.filter(name=name, tenant=None).exists()
+    hints = [f"--tenant {slug}" for slug in owners] + (["no --tenant (shared)"] if shared else [])
+    found = Backend.objects.filter(name=name, tenant=owner(tenant)).exists()
+    said = (
+        f"The {whose} backend {name!r} has no flows yet."
+        if found
+        else (f"No {whose} backend is named {name!r}.")
+    )
+    return said + (f" One of that name is there with {' or '.join(hints)}." if hints else "")
