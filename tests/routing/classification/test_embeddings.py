@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import zlib
 
 import httpx
@@ -184,6 +185,11 @@ def test_a_question_the_model_is_asked_about_is_embedded_and_its_neighbours_vote
     assert (result.intent, result.method) == ("creative-orientation", "model")
     assert result.evidence[0].startswith("model v")
     assert "with the nearest examples" in (result.evidence[0])
+    assert re.fullmatch(  # in words: the two likeliest intents
+        r"the learned model \(v\d+ with the nearest examples\): 0\.\d\d creative-orientation, "
+        r"0\.\d\d [a-z-]+",
+        result.summary,
+    ), result.summary
     assert _inputs(route) == [QUESTION]  # asked once: the vector is kept for next time
     assert again == result
 
