@@ -88,9 +88,12 @@ def test_the_chat_answers_and_the_sidebar_shows_the_conversation(
 ) -> None:
     log_in_as(_member(Tenant.objects.create(name="Acme", slug="acme")))
     page.goto("/chat/")
+    heading = page.locator("h1 + span.muted")
+    assert heading.inner_text().strip() == "as Acme · new conversation"  # no lone "·"
 
     _ask_in_chat(page, QUESTION)
 
+    expect(heading).to_have_text("as Acme · new conversation · this conversation's diagram")
     answer = page.locator(".msg.bot").first
     expect(answer.locator(".bubble")).to_have_text(f"Echo: {QUESTION}")
     expect(answer.locator(".intent")).to_contain_text("Intent: code-review")
