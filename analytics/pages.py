@@ -26,6 +26,7 @@ from django.utils import timezone
 from analytics import charts
 from analytics.access import Scope, scope_for_user
 from analytics.classification_report import classification_summary
+from analytics.figures import whole_percents
 from analytics.health import health_timeline
 from analytics.reads import overview, totals
 from analytics.rollups import STEP
@@ -104,23 +105,19 @@ def _filters(request: HttpRequest, scope: Scope) -> dict[str, Any]:
     }
 
 
-def _intent_charts(intent: dict[str, Any]) -> dict[str, Any]:
-    backends = intent["backends"]
-    volume = [(b["backend"], b["requests"], str(b["requests"])) for b in backends]
-    success = [
-        (b["backend"], _pct(b["success_rate"]), f"{_pct(b['success_rate'])}%") for b in backends
-    ]
-    p95 = [(b["backend"], b["p95_ms"], f"{b['p95_ms']} ms") for b in backends]
-    return {
-        **intent,
-        "volume_chart": charts.bar_chart(volume, maximum=max((v for _, v, _ in volume), default=0)),
-        "success_chart": charts.bar_chart(success, maximum=100),
-        "p95_chart": charts.bar_chart(p95, maximum=max((v or 0 for _, v, _ in p95), default=0)),
-    }
+def _with_shares(intent: dict[str, Any]) -> dict[str, Any]:
+    """The intent with each backend's share of its decisions in whole percents that add
+    up to 100 with ``unrouted``: the share no backend answered (cache, failures)."""
+    won = [b["won"] for b in intent["backends"]]
+    *shares, unrouted = whole_percents([*won, max(0, intent["decisions"] - sum(won))])
+    backends = [{**b, "share_pct": s} for b, s in zip(intent["backends"], shares, strict=True)]
+    return {**intent, "backends": backends, "unrouted_pct": unrouted}
 
 
-def _pct(rate: float | None) -> float | None:
-    return None if rate is None else round(rate * 100, 1)
+def _shared(rows: list[dict[str, Any]], count: str) -> list[dict[str, Any]]:
+    """Rows with ``share_pct``: their ``count`` in whole percents adding up to 100."""
+    shares = whole_percents([row[count] for row in rows])
+    return [{**row, "share_pct": s} for row, s in zip(rows, shares, strict=True)]
 
 
 @page
@@ -134,24 +131,42 @@ def analytics_page(request: HttpRequest) -> HttpResponse:
     health = health_timeline(tenant=scope.tenant, window=window)
     query = {k: v for k, v in {**filters, "since": since.isoformat()}.items() if v}
     csv = {k: v for k, v in query.items() if k != "range"}
+    intents = [_with_shares(i) for i in by_intent["intents"]]
+    palette = charts.colours(
+        [s["backend"] for s in traffic["backends"]]
+        + [b["backend"] for i in intents for b in i["backends"]]
+    )
+    classification = classification_summary(tenant=scope.tenant, since=since)
+    splits = split_arms(tenant=scope.tenant, since=since, intent=filters["intent"])
     context = {
         "scope": scope,
         "filters": filters,
         "ranges": list(RANGES),
         "intents": list(Intent.objects.filter(enabled=True).values_list("slug", flat=True)),
         "data": by_intent,
-        "intent_rows": [_intent_charts(i) for i in by_intent["intents"]],
+        "intent_rows": intents,
+        "comparison_chart": charts.comparison_chart(intents, palette),
         "traffic_chart": charts.traffic_chart(
-            traffic["backends"], start=window.start, end=window.end
+            traffic["backends"],
+            start=window.start,
+            end=window.end,
+            step=STEP[window.granularity],
+            palette=palette,
         ),
         "traffic": traffic["backends"],
-        "legend": [(s["backend"], charts.colour(i)) for i, s in enumerate(traffic["backends"])],
+        "legend": list(palette.items()),
         "health_chart": charts.health_chart(
             health["backends"], start=window.start, end=window.end, step=STEP[window.granularity]
         ),
         "csv_query": urlencode({**csv, "format": "csv"}),
-        "classification": classification_summary(tenant=scope.tenant, since=since),
-        "splits": split_arms(tenant=scope.tenant, since=since, intent=filters["intent"]),
+        "classification": {
+            **classification,
+            "methods": _shared(classification["methods"], "decisions"),
+        },
+        "splits": {
+            **splits,
+            "intents": [{**i, "arms": _shared(i["arms"], "questions")} for i in splits["intents"]],
+        },
     }
     return render(request, "pages/analytics.html", context)
 

@@ -299,6 +299,38 @@ def test_the_analytics_page_has_an_empty_state_and_then_numbers(acme: Tenant) ->
     assert page.count('class="bar"') >= 6  # volume, success and p95 bars of both intents
 
 
+def _shown(page: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_the_analytics_page_pluralises_and_rounds_its_numbers(world: World, acme: Tenant) -> None:
+    first = _ask(acme)
+    _ask(acme, "Summarize that", intent="summarize", session_id=first["session_id"])
+    _ask(acme, "Summarize it again", intent="summarize", session_id=first["session_id"])
+    member = _member(acme)
+
+    page = member.get("/analytics/?range=24h").content.decode()
+    minutes = _shown(member.get("/analytics/?range=1h").content.decode())
+
+    shown = _shown(page)
+    assert "1 decision," in shown
+    assert "2 decisions," in shown
+    assert "1 decisions" not in shown
+    assert "Each cell is an hour with health probes" in shown
+    assert "a hour" not in shown
+    assert "Each cell is a minute with health probes" in minutes
+    scores = re.findall(r'class="num score">([^<]*)<', page)
+    assert scores
+    assert all(re.fullmatch(r"\d+\.\d\d|—", score) for score in scores)
+    for intent in ("code-review", "summarize"):
+        row = re.findall(rf'data-intent="{intent}".*?class="num share">(\d+)%', page, re.S)
+        unrouted = re.search(
+            rf"<strong>{intent}</strong>.*?(?:(\d+)% answered by no backend)?</span>", page, re.S
+        )
+        assert unrouted is not None
+        assert sum(map(int, row)) + int(unrouted.group(1) or 0) == 100
+
+
 def test_the_intent_filter_changes_the_numbers(acme: Tenant) -> None:
     _ask(acme)
     member = _member(acme)
@@ -436,9 +468,23 @@ def test_the_charts_escape_backend_names() -> None:
     name = '<img src=x onerror="alert(1)">'
     point = {"start": now, "requests": 3, "ok": 1, "checks": 2, "state": "mixed"}
     drawn = [
-        charts.bar_chart([(name, 1.0, name)], maximum=1.0),
+        charts.comparison_chart(
+            [
+                {
+                    "intent": name,
+                    "decisions": 1,
+                    "backends": [
+                        {"backend": name, "requests": 3, "success_rate": 1.0, "p95_ms": 9.0}
+                    ],
+                }
+            ],
+            charts.colours([name]),
+        ),
         charts.traffic_chart(
-            [{"backend": name, "buckets": [point]}], start=now - timedelta(hours=1), end=now
+            [{"backend": name, "buckets": [point]}],
+            start=now - timedelta(hours=1),
+            end=now,
+            step=timedelta(minutes=1),
         ),
         charts.health_chart(
             [{"backend": name, "buckets": [point]}],

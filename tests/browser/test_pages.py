@@ -176,9 +176,50 @@ def test_every_page_renders_cleanly_and_the_charts_draw(admin_page: Page, standi
     admin_page.goto("/analytics/?range=1h")
 
     assert admin_page.locator("svg.chart rect.bar").count() >= 6
-    assert admin_page.locator("#traffic circle.point").count() >= 1
+    assert admin_page.locator("#traffic polyline.series").count() >= 1
     assert admin_page.locator("#health rect.health.up").count() >= 5
     assert admin_page.locator("#health rect.health.down").count() >= 1
+
+
+# Per chart: its width over its card's, the smallest size its text is drawn at, and
+# the span of its coloured cells (health) as fractions of the chart's width.
+MEASURE_CHART = """(selector) => {
+    const svg = document.querySelector(selector);
+    const card = svg.closest(".card");
+    const drawn = [...svg.querySelectorAll("text")].map(
+        (t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a);
+    const box = svg.getBoundingClientRect();
+    const cells = [...svg.querySelectorAll("rect.health")].map((r) => r.getBoundingClientRect());
+    return {
+        share: box.width / card.clientWidth,
+        smallest: Math.min(...drawn),
+        texts: drawn.length,
+        from: cells.length ? (Math.min(...cells.map((c) => c.left)) - box.left) / box.width : null,
+        to: cells.length ? (Math.max(...cells.map((c) => c.right)) - box.left) / box.width : null,
+    };
+}"""
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_analytics_charts_fill_their_cards_with_readable_text(
+    admin_page: Page, standin: Backend, width: int
+) -> None:
+    _decisions(Tenant.objects.create(name="Acme", slug="acme"), standin)
+    admin_page.set_viewport_size({"width": width, "height": 1000})
+
+    admin_page.goto("/analytics/?range=1h")
+    snap(admin_page, f"analytics-{width}")
+
+    for chart in ("#traffic svg.chart", "#comparison svg.chart", "#health svg.chart"):
+        measured = admin_page.evaluate(MEASURE_CHART, chart)
+        assert measured["share"] >= 0.9, (chart, measured)
+        assert measured["texts"] >= 3, (chart, measured)
+        assert measured["smallest"] >= 11, (chart, measured)
+    ticks = admin_page.locator("#traffic text.tick.x")
+    assert ticks.count() >= 4
+    health = admin_page.evaluate(MEASURE_CHART, "#health svg.chart")
+    assert health["from"] <= 0.1, health  # the probes of the whole hour span the strip
+    assert health["to"] >= 0.9, health
 
 
 def test_the_trace_page_wraps_long_evidence_and_shows_the_error(
