@@ -80,12 +80,36 @@ def _time_axis(start: datetime, end: datetime, y: int) -> list[str]:
 def _series_points(
     buckets: Sequence[dict[str, Any]], starts: Sequence[datetime]
 ) -> list[tuple[float, int]]:
-    """(x in the plot's units, requests) per bucket of the window, zero where none."""
+    """(x in the plot's units, requests) at the middle of each bucket of the window,
+    zero where none; a lone bucket is a level line across."""
     counts = {b["start"]: b["requests"] for b in buckets}
     if len(starts) == 1:
         return [(0.0, counts.get(starts[0], 0)), (float(PLOT_WIDTH), counts.get(starts[0], 0))]
-    last = len(starts) - 1
-    return [(PLOT_WIDTH * i / last, counts.get(s, 0)) for i, s in enumerate(starts)]
+    return [(PLOT_WIDTH * (i + 0.5) / len(starts), counts.get(s, 0)) for i, s in enumerate(starts)]
+
+
+def _value_axis(ticks: Sequence[int], top: int, tall: int) -> tuple[list[str], list[str]]:
+    """The gridlines (drawn under the lines) and their labels (drawn over them)."""
+    grid: list[str] = []
+    labels: list[str] = []
+    for value in ticks:
+        y = top + tall * (1 - value / ticks[-1])
+        grid.append(
+            format_html(
+                '<line class="grid" x1="0" x2="100%" y1="{}" y2="{}" stroke="{}"/>',
+                f"{y:.1f}",
+                f"{y:.1f}",
+                GRID if value else "#9aa3af",
+            )
+        )
+        labels.append(
+            format_html(
+                '<text class="tick y" x="2" y="{}" ' + HALO + ">{}</text>",
+                f"{y - 4:.1f}",
+                f"{value:,}",
+            )
+        )
+    return grid, labels
 
 
 def traffic_chart(
@@ -103,20 +127,7 @@ def traffic_chart(
     starts = bucket_starts(start, end, step)
     peak = max((b["requests"] for s in series for b in s["buckets"]), default=0)
     ticks = value_ticks(peak)
-    parts: list[str] = []
-    for value in ticks:
-        y = top + tall * (1 - value / ticks[-1])
-        parts.append(
-            format_html(
-                '<line class="grid" x1="0" x2="100%" y1="{}" y2="{}" stroke="{}"/>'
-                '<text class="tick y" x="2" y="{}" ' + HALO + ">{}</text>",
-                f"{y:.1f}",
-                f"{y:.1f}",
-                GRID if value else "#9aa3af",
-                f"{y - 4:.1f}",
-                f"{value:,}",
-            )
-        )
+    parts, labels = _value_axis(ticks, top, tall)
     lines = []
     for each in series:
         points = _series_points(each["buckets"], starts)
@@ -141,6 +152,7 @@ def traffic_chart(
             mark_safe("".join(lines)),  # noqa: S308 - built by format_html above
         )
     )
+    parts.extend(labels)
     parts.append(_buckets(series, starts, step, top, tall))
     parts.extend(_time_axis(start, end, top + tall))
     return _svg(top + tall + 26, parts, "traffic")
