@@ -36,8 +36,12 @@ def preferred(*, tenant_id: int | None, intent: str) -> dict[str, Any]:
     policy = state.policy
     shares = first_shares(ranked, policy.failure_cost_seconds, policy.exploration)
     entries = [_entry(c) for c in ranked]
+    said = why(entries, shares=shares, intent=intent)
+    named = f"{entries[0]['backend']} / {entries[0]['flow']}: "
     return {
         **entries[0],
-        "why": why(entries, shares=shares, intent=intent),
+        "why": said,
+        # The same without the backend and flow it begins with, for a line naming them.
+        "reason": said.removeprefix(named),
         "candidates": entries,
     }

@@ -294,7 +294,8 @@ def test_the_analytics_page_has_an_empty_state_and_then_numbers(acme: Tenant) ->
 
     assert 'id="empty-state"' not in page
     assert 'data-intent="code-review" data-backend="fw"' in page
-    assert "Routing now prefers <strong>fw</strong>" in page
+    assert "Routing now prefers <strong>fw</strong> / reviewer: " in page
+    assert "reviewer: fw / reviewer:" not in page  # the flow named once, not twice
     assert 'data-intent="summarize"' in page
     assert page.count('class="bar"') >= 6  # volume, success and p95 bars of both intents
 
