@@ -1,4 +1,5 @@
-"""What people read, measured in the browser: table cells keep short words whole."""
+"""What people read, measured in the browser: table cells keep short words whole, and
+the admin's home lays out its page links and its recent actions."""
 
 from __future__ import annotations
 
@@ -97,3 +98,34 @@ def test_table_cells_keep_short_words_on_one_line(
         assert admin_page.evaluate(WRAPPED_WORDS, "main th, main td") == [], path
         # A table too wide for the screen scrolls in its box; the page itself does not.
         assert admin_page.evaluate("document.documentElement.scrollWidth") <= width, path
+
+
+ADMIN_LAYOUT = """() => {
+  const box = (el) => el.getBoundingClientRect();
+  const links = [...document.querySelectorAll("#flywheel-today a")].map((a) => box(a).top);
+  return {
+    linkTops: links.map(Math.round),
+    contentTop: box(document.querySelector("#content")).top,
+    recentTop: box(document.querySelector("#recent-actions-module")).top,
+  };
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_admin_home_lays_out_its_page_links_and_recent_actions(
+    admin_page: Page, failed_decision: RoutingDecision, width: int
+) -> None:
+    admin_page.set_viewport_size({"width": width, "height": 900})
+
+    admin_page.goto("/admin/")
+    admin_page.wait_for_load_state("networkidle")  # its icons too
+    snap(admin_page, f"admin-home-{width}")
+
+    layout = admin_page.evaluate(ADMIN_LAYOUT)
+    assert len(layout["linkTops"]) == 5
+    if width == 1400:
+        assert len(set(layout["linkTops"])) == 1, layout  # one row
+        # Recent actions head their column, beside the modules rather than below them.
+        assert layout["recentTop"] - layout["contentTop"] < 80, layout
+    else:  # wrapped between links at most, never one link a line
+        assert len(set(layout["linkTops"])) <= 2, layout
