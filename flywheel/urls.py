@@ -104,6 +104,7 @@ urlpatterns = [
         chat.chat_conversation,
         name="chat-conversation",
     ),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics, name="metrics"),

@@ -1,13 +1,14 @@
-"""Project-level endpoints: liveness, readiness and the caller's identity."""
+"""Project-level endpoints: liveness, readiness, the caller's identity and the site icon."""
 
 from __future__ import annotations
 
 import hmac
+from pathlib import Path
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.cache import cache_control, never_cache
+from django.views.decorators.http import require_GET, require_safe
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -51,6 +52,18 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return JsonResponse(body, status=403)
     content, content_type = exposition()
     return HttpResponse(content, content_type=content_type)
+
+
+# The pages link the static copy; this answers browsers and tools that ask for
+# /favicon.ico without reading a page (every page of theirs was a 404 before).
+FAVICON = (Path(__file__).parent / "static" / "flywheel" / "favicon.svg").read_bytes()
+
+
+@cache_control(max_age=86400, public=True)
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """The site icon, an SVG, at the path browsers ask for."""
+    return HttpResponse(FAVICON, content_type="image/svg+xml")
 
 
 @never_cache

@@ -1,10 +1,11 @@
-"""What people read, measured in the browser: table cells keep short words whole, and
-the admin's home lays out its page links and its recent actions."""
+"""What people read, measured in the browser: table cells keep short words whole, the
+admin's home lays out its page links and its recent actions, and every page has an icon."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from backends.models import Backend
 from flywheel.models import Tenant
@@ -129,3 +130,24 @@ def test_the_admin_home_lays_out_its_page_links_and_recent_actions(
         assert layout["recentTop"] - layout["contentTop"] < 80, layout
     else:  # wrapped between links at most, never one link a line
         assert len(set(layout["linkTops"])) <= 2, layout
+
+
+@pytest.mark.parametrize("path", ["/", "/analytics/decisions/", "/admin/", "/admin/login/"])
+def test_every_page_has_an_icon(admin_page: Page, path: str) -> None:
+    admin_page.goto(path)
+    admin_page.wait_for_load_state("networkidle")  # the page fixture fails on a 404 or error
+
+    icon = admin_page.locator("link[rel=icon]")
+    expect(icon).to_have_count(1)
+    href = icon.get_attribute("href")
+    assert href
+    answer = admin_page.request.get(href)
+    assert answer.status == 200
+    assert answer.headers["content-type"].startswith("image/svg+xml")
+
+
+def test_favicon_ico_answers(live_url: str) -> None:
+    """Browsers and tools ask for /favicon.ico without reading any page."""
+    answer = httpx.get(f"{live_url}/favicon.ico")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("image/svg+xml")
