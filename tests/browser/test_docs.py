@@ -1,4 +1,5 @@
-"""The API docs pages and the admin login work in a real browser, offline.
+"""The API docs pages and the admin login work in a real browser, offline, and the docs
+lead back to the pages.
 
 They also prove the harness: the ``page`` fixture fails a test on any console
 error, failed request or request leaving the served 127.0.0.1 port.
@@ -6,11 +7,13 @@ error, failed request or request leaving the served 127.0.0.1 port.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import SUPERUSER_PASSWORD, log_in_with_form
+from tests.browser.conftest import SUPERUSER_PASSWORD, log_in_with_form, snap
 
 pytestmark = pytest.mark.browser
 
@@ -37,3 +40,18 @@ def test_admin_login_reaches_the_admin(page: Page, superuser: User) -> None:
 
     assert page.url.endswith("/admin/")
     expect(page.get_by_role("button", name="Log out")).to_be_visible()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/redoc", "/api/v1/docs"])
+def test_the_api_docs_lead_back_to_the_pages(admin_page: Page, path: str) -> None:
+    admin_page.goto(path)
+    home = admin_page.locator("#flywheel-nav a", has_text="Flywheel")
+    expect(home).to_be_visible()
+    admin_page.wait_for_load_state("networkidle")
+    snap(admin_page, "docs-nav" + path.replace("/", "-"))
+
+    with admin_page.expect_navigation():
+        home.click()
+
+    assert urlsplit(admin_page.url).path == "/"
+    expect(admin_page.locator("main h1")).to_be_visible()
