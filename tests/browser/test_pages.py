@@ -114,6 +114,9 @@ def test_a_past_conversation_can_be_continued(page: Page, log_in_as, standin: Ba
     log_in_as(_member(Tenant.objects.create(name="Acme", slug="acme")))
     page.goto("/chat/")
     _ask_in_chat(page, QUESTION)
+    # The list is fetched again after the answer: on a busy machine it may still read
+    # "None yet." when clicked, and the click then opens nothing.
+    expect(page.locator("#conversations li .q")).to_have_text([QUESTION])
     page.click("#new-conversation")
     expect(page.locator(".msg")).to_have_count(0)
 
