@@ -3,10 +3,12 @@
 Match decides who is a candidate (seed 000): 0 when no flow of the backend
 serves the intent, else 0.5 + 0.5 * min(len(keywords) / 10, 1) for its best
 flow; a generic flow serves any intent at half that, and only after the flows
-made for it. With query routing on, a flow's scope counts by the query type's
-weight of it (routing/selection/breadth.py): not at all at 0.5 (a 50/50 HYBRID
-question), up to a little more match and a shorter expected time at 1, down to a
-little less and a longer one at 0.
+made for it. A backend whose best flow is made for the intent offers its best
+generic flow too, behind it: the fallback for that flow failing. With query
+routing on, a flow's scope counts by the query type's weight of it
+(routing/selection/breadth.py): not at all at 0.5 (a 50/50 HYBRID question),
+up to a little more match and a shorter expected time at 1, down to a little
+less and a longer one at 0.
 
 What was measured decides among candidates: each has an estimate of its chance
 of success and time to answer (routing.selection.estimates), and they are tried
@@ -227,13 +229,17 @@ def score_candidates(
 ) -> list[Candidate]:
     """Every backend able to serve the intent, in the order to try them.
 
-    Backends in cooldown are left out, and so are flows whose breaker for this
-    intent is open (``scopes``); one awaiting its trial is left out unless
-    ``trial`` lets this query be it (then it goes first: the trial is what
-    closes its breaker). Then flows made for the intent before generic ones,
-    healthy backends before unhealthy ones, and within each, increasing expected
-    time to an answer; with ``rng`` (and the policy's ``exploration`` above 0) the
-    first of them by one draw from each posterior instead. Ties (nothing measured yet)
+    A backend offers its best flow for the intent; when that flow is made for the
+    intent, its best generic flow too (generic_behind), so that a failure of the
+    one still leaves the backend's other to answer. Backends in cooldown are left
+    out, and so are flows whose breaker for this intent is open (``scopes``); one
+    awaiting its trial is left out unless ``trial`` lets this query be it (then it
+    goes first: the trial is what closes its breaker). A generic flow offered
+    behind another claims no trial, which would put it before the flow made for
+    the intent. Then flows made for the intent before generic ones, healthy
+    backends before unhealthy ones, and within each, increasing expected time to
+    an answer; with ``rng`` (and the policy's ``exploration`` above 0) the first
+    of them by one draw from each posterior instead. Ties (nothing measured yet)
     go to the seed's higher score, so the flow matching the intent better, then the
     higher backend weight, then the name, so the order is stable.
     """
@@ -249,19 +255,41 @@ def score_candidates(
         found = best_flow(backend, intent, global_weight, open_flows.usable)
         if found is None:
             continue
-        flow, match = found
-        candidate = scored(
-            backend, flow, intent=intent, match=match, health=state,
-            estimate=estimate_of(backend, flow), policy=policy, global_weight=global_weight,
-        )  # fmt: skip
+        closed = _FlowBreakers(backend.id, intent, scopes, now, None).usable
+        spare = generic_behind(backend, found[0], intent, global_weight, closed)
+        first, *behind = [
+            scored(
+                backend, flow, intent=intent, match=match, health=state,
+                estimate=estimate_of(backend, flow), policy=policy, global_weight=global_weight,
+            )
+            for flow, match in filter(None, (found, spare))
+        ]  # fmt: skip
         on_trial = (
             awaiting_trial(state, now)
-            or flow.id in open_flows.trials
+            or first.flow.id in open_flows.trials
             # It only failed, a while ago: a real query that may explore tries it once more.
-            or (candidate.estimate.retry_due and trial is not None and policy.exploration > 0)
+            or (first.estimate.retry_due and trial is not None and policy.exploration > 0)
         )
-        candidates.append(replace(candidate, trial=True) if on_trial else candidate)
+        candidates += [replace(first, trial=True) if on_trial else first, *behind]
     return ranked(candidates, rng, policy.failure_cost_seconds, policy.exploration)
+
+
+def generic_behind(
+    backend: BackendEntry,
+    best: FlowEntry,
+    intent: str,
+    global_weight: float | None,
+    usable: Callable[[FlowEntry], bool],
+) -> tuple[FlowEntry, float] | None:
+    """The backend's best usable generic flow, when its ``best`` for the intent is one made
+    for it: offered behind it, so that when the flow made for the intent fails, the
+    fallback chain still reaches the backend's generic flow (None: ``best`` is generic
+    itself, or the backend has no other)."""
+    if intent not in best.keywords:
+        return None
+    return best_flow(
+        backend, intent, global_weight, lambda f: intent not in f.keywords and usable(f)
+    )
 
 
 class _FlowBreakers:

@@ -218,9 +218,10 @@ def test_routing_preference_is_reported_with_its_reasons(world: World, acme: Ten
     # part of: the two are estimated alike, and the tie goes to the name.
     assert preferred["backend"] == "fw"
     assert preferred["flow"] == "reviewer"
-    assert [(c["backend"], c["recent_attempts"]) for c in preferred["candidates"]] == [
-        ("fw", 1.0),
-        ("lf", 0),
+    assert [(c["backend"], c["flow"], c["recent_attempts"]) for c in preferred["candidates"]] == [
+        ("fw", "reviewer", 1.0),
+        ("lf", "echo", 0),
+        ("lf", "anything", 0),  # lf's generic flow, behind its flow for the intent
     ]
     why = preferred["why"]
     assert "fw / reviewer: 87 % of 1 recent attempts answered (±" in why  # (1.6 + 1) / 3

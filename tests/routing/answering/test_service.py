@@ -135,13 +135,16 @@ def test_an_explicit_route_records_the_backends_real_factor_scores(
 
     body = ask(tenant, question="and again?", intent="code-review", backend="lf", fallback=False)
 
-    (candidate,) = body["routing"]["candidates"]
-    assert candidate["performance"] < NO_HISTORY_PERFORMANCE  # its one attempt failed
-    assert candidate["success"] < 0.8  # below the prior's
-    assert candidate["score"] == pytest.approx(
-        0.5 * candidate["match"] + 0.3 * candidate["health"] + 0.2 * candidate["performance"],
-        abs=1e-3,
-    )
+    candidates = body["routing"]["candidates"]
+    # lf alone: its flow for the intent, then its generic flow, both failed once.
+    assert [c["flow"] for c in candidates] == ["echo", "anything"]
+    for candidate in candidates:
+        assert candidate["performance"] < NO_HISTORY_PERFORMANCE  # its one attempt failed
+        assert candidate["success"] < 0.8  # below the prior's
+        assert candidate["score"] == pytest.approx(
+            0.5 * candidate["match"] + 0.3 * candidate["health"] + 0.2 * candidate["performance"],
+            abs=1e-3,
+        )
 
 
 def test_an_unknown_explicit_backend_is_a_clear_error(world: World, tenant: Tenant) -> None:
@@ -172,7 +175,11 @@ def test_a_named_backend_falls_back_to_the_others_unless_told_not_to(
     world.set_health(world.lf, healthy=False)
     down = ask(tenant, question=REVIEW, backend="langflow")
 
-    assert [a["backend"] for a in failed_over["routing"]["fallback_chain"]] == ["lf", "fw"]
+    assert [(a["backend"], a["flow"]) for a in failed_over["routing"]["fallback_chain"]] == [
+        ("lf", "echo"),
+        ("lf", "anything"),  # lf's generic flow, before the backends not named
+        ("fw", "reviewer"),
+    ]
     assert failed_over["routing"]["routing_method"] == "explicit"
     assert down["routing"]["backend"] == "fw"
     assert [a["backend"] for a in down["routing"]["fallback_chain"]] == ["fw"]
@@ -184,7 +191,12 @@ def test_health_influences_selection(world: World, tenant: Tenant) -> None:
     routing = ask(tenant, question=REVIEW)["routing"]
 
     assert routing["backend"] == "lf"
-    assert [c["health"] for c in routing["candidates"]] == [1.0, 0.0]
+    # Among the flows made for the intent; lf's generic flow comes after them all.
+    assert [(c["backend"], c["generic"], c["health"]) for c in routing["candidates"]] == [
+        ("lf", False, 1.0),
+        ("fw", False, 0.0),
+        ("lf", True, 1.0),
+    ]
 
 
 def test_performance_history_influences_selection(world: World, tenant: Tenant) -> None:
@@ -198,7 +210,11 @@ def test_performance_history_influences_selection(world: World, tenant: Tenant) 
     assert routing["backend"] == "lf"  # fw failed last time: it now ranks second
     assert routing["fallback_used"] is False
     assert world.fw_route.call_count == calls
-    assert [c["backend"] for c in routing["candidates"]] == ["lf", "fw"]
+    assert [(c["backend"], c["flow"]) for c in routing["candidates"]] == [
+        ("lf", "echo"),
+        ("fw", "reviewer"),
+        ("lf", "anything"),  # generic: after the flows made for the intent
+    ]
     assert routing["candidates"][1]["performance"] < routing["candidates"][0]["performance"]
 
 
@@ -207,7 +223,10 @@ def test_backends_in_cooldown_are_skipped(world: World, tenant: Tenant) -> None:
 
     routing = ask(tenant, question=REVIEW)["routing"]
 
-    assert [c["backend"] for c in routing["candidates"]] == ["lf"]
+    assert [(c["backend"], c["flow"]) for c in routing["candidates"]] == [
+        ("lf", "echo"),
+        ("lf", "anything"),
+    ]
     assert not world.fw_route.called
 
 
@@ -491,6 +510,35 @@ def test_a_failing_primary_falls_back_to_the_next(world: World, tenant: Tenant) 
     assert [(r.backend.name, r.success) for r in records] == [("fw", False), ("lf", True)]
 
 
+def test_a_failing_flow_falls_back_to_its_backends_generic_flow(
+    world: World, tenant: Tenant
+) -> None:
+    """Issue 30: with one flow per backend among the candidates, a backend's generic flow
+    was never tried when its flow for the intent failed, and the query failed."""
+    world.set_health(world.fw, healthy=False, cooldown=True)
+    world.lf_route.mock(
+        side_effect=lambda request: (
+            httpx.Response(500, json={"message": "boom"})
+            if world.lf_flow.external_id in str(request.url)
+            else response("langflow", "run_echo")
+        )
+    )
+
+    body = ask(tenant, question=REVIEW)
+
+    routing = body["routing"]
+    assert body["answer"] == LF_ANSWER
+    assert [(c["flow"], c["generic"]) for c in routing["candidates"]] == [
+        ("echo", False),
+        ("anything", True),
+    ]
+    assert [(a["backend"], a["flow"], a["ok"]) for a in routing["fallback_chain"]] == [
+        ("lf", "echo", False),
+        ("lf", "anything", True),
+    ]
+    assert (routing["backend"], routing["flow"]) == ("lf", "anything")
+
+
 def test_an_answer_past_the_limit_falls_back_and_counts_against_its_backend(
     world: World, tenant: Tenant, settings: Any
 ) -> None:
@@ -533,14 +581,18 @@ def test_an_exhausted_chain_is_an_error_carrying_the_chain(world: World, tenant:
 
     error = fails(tenant, AllBackendsFailedError, question=REVIEW)
 
-    assert [a["backend"] for a in error.details["fallback_chain"]] == ["fw", "lf"]
+    assert [(a["backend"], a["flow"]) for a in error.details["fallback_chain"]] == [
+        ("fw", "reviewer"),
+        ("lf", "echo"),
+        ("lf", "anything"),  # lf's generic flow fails on the same route
+    ]
     decision = RoutingDecision.objects.get()
-    assert (decision.outcome, len(decision.fallback_chain)) == ("failed", 2)
+    assert (decision.outcome, len(decision.fallback_chain)) == ("failed", 3)
     # The decision (its trace, /v/<id>/) says the error the caller got; each attempt's
     # own error is in its chain.
     assert (decision.error_type, decision.error_message) == ("AllBackendsFailed", error.message)
-    assert [a["error_type"] for a in decision.fallback_chain] == ["UnexpectedError"] * 2
-    assert PerformanceRecord.objects.filter(success=False).count() == 2
+    assert [a["error_type"] for a in decision.fallback_chain] == ["UnexpectedError"] * 3
+    assert PerformanceRecord.objects.filter(success=False).count() == 3
 
 
 def test_all_down_serves_a_fresh_cached_answer_flagged(world: World, tenant: Tenant) -> None:
@@ -679,12 +731,15 @@ def test_a_hedged_first_that_fails_leaves_the_hedge_to_answer(world: World, tena
 
     assert body["answer"] == LF_ANSWER
     chain = body["routing"]["fallback_chain"]
-    assert [(a["backend"], a["error_type"]) for a in chain] == [
-        ("fw", "UnexpectedError"),
-        ("lf", ""),
+    # Once fw failed, echo ran alone past its usual latency: lf's generic flow, next, was
+    # hedged beside it, and stopped when echo answered.
+    assert [(a["backend"], a["flow"], a["error_type"]) for a in chain] == [
+        ("fw", "reviewer", "UnexpectedError"),
+        ("lf", "echo", ""),
+        ("lf", "anything", "Cancelled"),
     ]
     assert chain[1]["hedged"] is True  # started while fw still ran
-    assert ended == {"lf": "answered"}
+    assert ended == {"lf": "cancelled"}  # the last lf call to end: the generic flow's
 
 
 # --- metadata and decisions ------------------------------------------------------------
@@ -1200,6 +1255,13 @@ def _hangs(route: Any) -> None:
     route.mock(side_effect=hang)
 
 
+def _two_candidates(world: World) -> None:
+    """fw's flow and lf's alone share the budget: lf's generic flow, a third behind them,
+    would start or not by how much of it a loaded machine left."""
+    world.generic.delete()
+    refresh()
+
+
 def _budget(seconds: float) -> None:
     policy = routing_policy_get()
     policy.query_budget_seconds = seconds
@@ -1230,6 +1292,7 @@ def test_a_hung_backend_is_cut_at_its_deadline_and_leaves_the_fallback_time_to_a
 
 
 def test_hung_backends_cost_no_more_than_the_query_budget(world: World, tenant: Tenant) -> None:
+    _two_candidates(world)
     _hangs(world.fw_route)
     _hangs(world.lf_route)
     _budget(0.4)
@@ -1250,6 +1313,8 @@ def test_hung_backends_cost_no_more_than_the_query_budget(world: World, tenant: 
 
 
 def test_a_later_attempt_gets_only_what_remains_of_the_budget(world: World, tenant: Tenant) -> None:
+    _two_candidates(world)
+
     async def slow_failure(request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(0.3)
         return httpx.Response(500, json={"message": "boom"})
@@ -1273,6 +1338,7 @@ def test_a_later_attempt_gets_only_what_remains_of_the_budget(world: World, tena
 
 
 def test_a_streamed_answer_keeps_to_the_budget_too(world: World, tenant: Tenant) -> None:
+    _two_candidates(world)
     _hangs(world.fw_route)
     _hangs(world.lf_route)
     _budget(1.0)  # room for a loaded machine's preparation, so fw starts within it
@@ -1331,8 +1397,13 @@ def test_a_demoted_backend_is_tried_again_once_its_failures_age(
 
     assert routing["backend"] == "fw"  # its failure says nothing now: the tie goes to fw
     candidates = routing["candidates"]
-    assert [c["performance"] for c in candidates] == [NO_HISTORY_PERFORMANCE] * 2  # the prior
-    assert [c["attempts"] for c in candidates] == [0, 0]
+    assert [(c["backend"], c["flow"]) for c in candidates] == [
+        ("fw", "reviewer"),
+        ("lf", "echo"),
+        ("lf", "anything"),
+    ]
+    assert [c["performance"] for c in candidates] == [NO_HISTORY_PERFORMANCE] * 3  # the prior
+    assert [c["attempts"] for c in candidates] == [0, 0, 0]
 
 
 # --- token usage ----------------------------------------------------------------------------

@@ -291,7 +291,10 @@ def test_a_dry_run_does_not_take_the_trial(world: World, tenant: Tenant, other: 
 
     planned = async_to_sync(route_question)(query_request({"question": REVIEW}), tenant=tenant)
 
-    assert [c["backend"] for c in planned["candidates"]] == ["lf"]
+    assert [(c["backend"], c["flow"]) for c in planned["candidates"]] == [
+        ("lf", "echo"),
+        ("lf", "anything"),
+    ]
     world.fw_route.mock(return_value=response("flowise", "prediction_agentflow"))
     assert answered_by(tenant) == "fw"  # the trial was still free for a real query
 

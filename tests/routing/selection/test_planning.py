@@ -117,7 +117,11 @@ def test_a_dry_run_shows_routing_preference_without_exploring(world: World, tena
 
     for _ in range(20):
         planned = async_to_sync(route_question)(query_request({"question": REVIEW}), tenant=tenant)
-        assert [c["backend"] for c in planned["candidates"]] == ["lf", "fw"]
+        assert [(c["backend"], c["flow"]) for c in planned["candidates"]] == [
+            ("lf", "echo"),
+            ("fw", "reviewer"),
+            ("lf", "anything"),
+        ]
 
     served = [ask(tenant)["routing"]["backend"] for _ in range(20)]
     assert "fw" in served  # a real question explores

@@ -304,6 +304,80 @@ def test_flows_made_for_the_intent_come_before_generic_ones() -> None:
     assert [(c.backend.name, c.generic) for c in order] == [("lf", False), ("fw", True)]
 
 
+def test_a_backend_offers_its_generic_flow_behind_its_flow_made_for_the_intent() -> None:
+    """Issue 30: the fallback chain reaches a backend's generic flow when its flow made for
+    the intent fails; it comes after every flow made for the intent, however fast."""
+    fw = backend(
+        1,
+        "fw",
+        flow(1, "anything", ["general"], is_generic=True),
+        flow(1, "review", ["code-review"]),
+    )
+    lf = backend(2, "lf", flow(2, "review", ["code-review"]))
+
+    order = ranked([fw, lf], estimates={1: measured(20, 0, 0.1), 2: measured(5, 5, 3.0)})
+
+    assert [(c.backend.name, c.flow.name, c.generic) for c in order] == [
+        ("fw", "review", False),
+        ("lf", "review", False),
+        ("fw", "anything", True),
+    ]
+    assert order[2].match == match_score(fw.flows[0], "code-review")  # scored as it would be
+
+
+def test_a_generic_flow_is_offered_once_and_only_beside_a_flow_made_for_the_intent() -> None:
+    anything = flow(1, "anything", ["general"], is_generic=True)
+    spare = flow(1, "spare", ["general"], is_generic=True)
+    docs = flow(1, "docs", ["document-qa"])
+    fw = backend(1, "fw", anything, spare, docs)
+
+    assert [c.flow.name for c in ranked([fw])] == ["anything"]  # the best is generic itself
+    assert [c.flow.name for c in ranked([fw], intent="document-qa")] == ["docs", "anything"]
+    assert [c.flow.name for c in ranked([backend(1, "fw", docs)], intent="document-qa")] == ["docs"]
+
+
+def test_a_generic_flow_behind_another_passes_its_breaker_by_and_claims_no_trial() -> None:
+    """Its trial would have to go first, before the flow made for the intent: it waits
+    until its breaker closes, or it is the backend's best."""
+    review = flow(1, "review", ["code-review"])
+    anything = flow(1, "anything", ["general"], is_generic=True)
+    fw = backend(1, "fw", review, anything)
+    scope: Scope = (1, anything.id, "code-review")
+    open_until = HealthEntry(True, cooldown_until=NOW + timedelta(seconds=30), needs_trial=True)
+    half_open = HealthEntry(True, cooldown_until=NOW - timedelta(seconds=1), needs_trial=True)
+    asked: list[Scope] = []
+
+    def claim(s: Scope) -> bool:
+        asked.append(s)
+        return True
+
+    for entry in (open_until, half_open):
+        order = ranked([fw], scopes={scope: entry}, trial=claim)
+        assert [c.flow.name for c in order] == ["review"]
+    assert asked == []
+    review_out = {(1, review.id, "code-review"): open_until, scope: half_open}
+    assert [(c.flow.name, c.trial) for c in ranked([fw], scopes=review_out, trial=claim)] == [
+        ("anything", True)  # the backend's best now: its trial is this query's
+    ]
+    assert asked == [scope]
+
+
+def test_a_backend_on_trial_keeps_its_generic_flow_behind_the_others() -> None:
+    fw = backend(
+        1, "fw", flow(1, "x", ["code-review"]), flow(1, "any", ["general"], is_generic=True)
+    )
+    lf = backend(2, "lf", flow(2, "x", ["code-review"]))
+    health = {1: HealthEntry(True, needs_trial=True), 2: HealthEntry(True)}
+
+    order = ranked([fw, lf], health=health, trial=lambda scope: True)
+
+    assert [(c.backend.name, c.flow.name, c.trial) for c in order] == [
+        ("fw", "x", True),
+        ("lf", "x", False),
+        ("fw", "any", False),
+    ]
+
+
 def test_token_usage_counts_only_with_its_weight_and_favours_fewer_tokens() -> None:
     two = [
         backend(1, "thrifty", flow(1, "a", ["code-review"])),

@@ -132,7 +132,11 @@ def test_a_split_sends_the_intents_questions_to_its_arm_and_records_it(
     routing = body["routing"]
     assert (routing["backend"], routing["arm"]) == ("lf", "B")
     assert routing["candidates"][0]["arm"] == "B"
-    assert [c["backend"] for c in routing["candidates"]] == ["lf", "fw"]  # fw is the fallback
+    assert [(c["backend"], c["flow"]) for c in routing["candidates"]] == [
+        ("lf", "echo"),
+        ("fw", "reviewer"),  # routing's own order is the fallback
+        ("lf", "anything"),
+    ]
     assert "Tried first as arm B of the A/B split of code-review questions" in routing["why"]
     decision = RoutingDecision.objects.latest("created_at")
     assert decision.evidence["arm"] == "B"
