@@ -348,7 +348,7 @@ def test_the_ask_command_prints_the_answer_then_one_line(
     with caplog.at_level(logging.INFO):
         call_command("ask", REVIEW, "--backend", "lf", stdout=out)
 
-    answer, blank, summary, session, *rest = out.getvalue().splitlines()
+    answer, blank, summary, why, session, *rest = out.getvalue().splitlines()
     decision = RoutingDecision.objects.get()
     assert (answer, blank, rest) == ("hello langflow", "", [])
     assert re.fullmatch(
@@ -356,6 +356,7 @@ def test_the_ask_command_prints_the_answer_then_one_line(
         rf"http://127\.0\.0\.1:8000/decisions/{decision.request_id}",
         summary,
     ), summary
+    assert why.startswith("Why code-review: matched 'my pull request' and 'review' (code-")
     sid = decision.session_id
     assert session == f"Session {sid}: to continue it, ask ... --session {sid}"
     assert decision.tenant.slug == "default"
