@@ -26,7 +26,6 @@ flywheel_bench_analytics_<checkout hash>, recreated on each run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import statistics
@@ -39,24 +38,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, manage, peak_rss_mb, percentile, questions, recreate_database
-
-CHECKOUT = hashlib.sha1(str(ROOT).encode(), usedforsecurity=False).hexdigest()[:8]
-PG = os.environ.get(
-    "BENCH_ANALYTICS_DATABASE_URL",
-    f"postgres://postgres@127.0.0.1:5432/flywheel_bench_analytics_{CHECKOUT}",
+from bench.common import (
+    manage,
+    own_services,
+    peak_rss_mb,
+    percentile,
+    questions,
+    recreate_database,
 )
-REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-ENV = {
-    "DJANGO_SETTINGS_MODULE": "flywheel.settings",
-    "DATABASE_URL": PG,
-    "CACHE_URL": f"{REDIS}/3",
-    "FLYWHEEL_CACHE_PREFIX": f"bench_analytics_{CHECKOUT}",
-    "CELERY_BROKER_URL": f"{REDIS}/4",
-    "FLYWHEEL_VAR_DIR": str(ROOT / "var" / "bench"),
-    "FLYWHEEL_LOG_LEVEL": "WARNING",
-    "DJANGO_ALLOWED_HOSTS": "testserver,127.0.0.1,localhost",
-}
+
+PG, ENV = own_services("analytics", DJANGO_ALLOWED_HOSTS="testserver,127.0.0.1,localhost")
 os.environ.update(ENV)
 
 import django  # noqa: E402

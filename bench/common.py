@@ -18,6 +18,28 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 # Tells this checkout's databases and cache prefixes from another's on the same machine.
 CHECKOUT = hashlib.sha1(str(ROOT).encode(), usedforsecurity=False).hexdigest()[:8]
+REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+
+
+def own_services(name: str, **extra: str) -> tuple[str, dict[str, str]]:
+    """The PostgreSQL URL and the settings of a benchmark that runs Django in its own
+    process: a database and a cache prefix of its own, named after ``name`` and this
+    checkout (``BENCH_<NAME>_DATABASE_URL`` names another database), ``var/bench-<name>``,
+    warnings only in the log; ``extra`` settings on top."""
+    database = os.environ.get(
+        f"BENCH_{name.upper()}_DATABASE_URL",
+        f"postgres://postgres@127.0.0.1:5432/flywheel_bench_{name}_{CHECKOUT}",
+    )
+    return database, {
+        "DJANGO_SETTINGS_MODULE": "flywheel.settings",
+        "DATABASE_URL": database,
+        "CACHE_URL": f"{REDIS}/3",
+        "FLYWHEEL_CACHE_PREFIX": f"bench_{name}_{CHECKOUT}",
+        "CELERY_BROKER_URL": f"{REDIS}/4",
+        "FLYWHEEL_VAR_DIR": str(ROOT / "var" / f"bench-{name}"),
+        "FLYWHEEL_LOG_LEVEL": "WARNING",
+        **extra,
+    }
 
 
 def questions(*, exclude: frozenset[str] = frozenset()) -> list[str]:

@@ -49,25 +49,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import CHECKOUT, ROOT, free_port, questions, recreate_database, start, wait_for
+from bench.common import (
+    free_port,
+    own_services,
+    questions,
+    recreate_database,
+    start,
+    wait_for,
+)
 from bench.storage_report import ROW, KeyKind, Mode, TableSize, as_json, key_kind, report
 
-PG = os.environ.get(
-    "BENCH_STORAGE_DATABASE_URL",
-    f"postgres://postgres@127.0.0.1:5432/flywheel_bench_storage_{CHECKOUT}",
-)
-REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-ENV = {
-    "DJANGO_SETTINGS_MODULE": "flywheel.settings",
-    "DATABASE_URL": PG,
-    "CACHE_URL": f"{REDIS}/3",
-    "FLYWHEEL_CACHE_PREFIX": f"bench_storage_{CHECKOUT}",
-    "CELERY_BROKER_URL": f"{REDIS}/4",
-    "FLYWHEEL_VAR_DIR": str(ROOT / "var" / "bench-storage"),
-    "FLYWHEEL_LOG_LEVEL": "WARNING",
-    # The stand-in listens on loopback, which backends may not reach unless allowed.
-    "FLYWHEEL_BACKEND_ALLOWED_NETWORKS": "127.0.0.0/8",
-}
+# The stand-in listens on loopback, which backends may not reach unless allowed.
+PG, ENV = own_services("storage", FLYWHEEL_BACKEND_ALLOWED_NETWORKS="127.0.0.0/8")
 CONCURRENCY = 16
 TURNS = 5  # questions per conversation
 SIZES_SQL = """
