@@ -111,12 +111,15 @@ class RollupState(models.Model):
     """How far the rollups have read: one row (pk 1).
 
     Decisions with an id above ``last_decision_id`` are not in any rollup row yet;
-    the analytics reads add them from the raw rows.
+    the analytics reads add them from the raw rows. ``raw_since``: where the raw rows
+    start since the retention last cut them (analytics.retention); a bucket before it
+    is never recomputed from what is left of them.
     """
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
     last_decision_id = models.BigIntegerField(default=0)
     refreshed_at = models.DateTimeField(null=True, blank=True)
+    raw_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "rollup state"

@@ -301,8 +301,13 @@ def rollups_refresh(*, now: datetime | None = None) -> dict[str, Any]:
         last = state.last_decision_id
         top = max(RoutingDecision.objects.aggregate(top=Max("pk"))["top"] or 0, last)
         read = RoutingDecision.objects.filter(pk__gt=last, pk__lte=top).count()
-        minutes = _affected_minutes(last, top, now)
+        # A bucket is recomputed only while every raw row of it is kept: one the
+        # retention has cut into keeps its rollups (a straggler written that late is
+        # not counted).
+        raw_since = state.raw_since or datetime.min.replace(tzinfo=UTC)
+        minutes = {m for m in _affected_minutes(last, top, now) if m >= raw_since}
         hours = {bucket_floor(minute, Granularity.HOUR) for minute in minutes}
+        hours = {h for h in hours if h >= raw_since}
         kept_since = now - MINUTE_RETENTION  # older minute rows would be pruned at once
         written = _recompute(Granularity.MINUTE, {m for m in minutes if m >= kept_since}, top)
         written += _recompute(Granularity.HOUR, hours, top)

@@ -12,6 +12,7 @@ import uuid
 from django.db.models import QuerySet
 
 from analytics.filters import DecisionFilters
+from analytics.retention import decision_missing
 from flywheel.contract import validated_filters
 from flywheel.errors import NotFoundError
 from flywheel.models import Tenant
@@ -62,5 +63,5 @@ def decision_get(tenant: Tenant, request_id: str) -> RoutingDecision:
         raise NotFoundError(f"No decision {str(request_id)[:40]!r}.") from err
     decision = decisions_for(tenant).filter(request_id=key).first()
     if decision is None:
-        raise NotFoundError(f"No decision {key}.", details={"request_id": str(key)})
+        raise decision_missing(key)
     return decision

@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import shared_task
 
+from analytics.retention import retention_apply
 from analytics.rollups import rollups_refresh
 
 
@@ -13,3 +14,10 @@ from analytics.rollups import rollups_refresh
 def rollup_decisions() -> dict[str, Any]:
     """Roll the decisions written since the last run up into minute and hour rows."""
     return rollups_refresh()
+
+
+@shared_task(name="analytics.apply_retention")
+def apply_retention() -> dict[str, Any]:
+    """Make the coming days' partitions; drop what is past the retention."""
+    done = retention_apply()
+    return {**done, "kept_since": done["kept_since"].isoformat()}

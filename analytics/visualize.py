@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from analytics.access import Scope
+from analytics.retention import decision_missing
 from analytics.selectors import decisions_for
 from flywheel.errors import NotFoundError
 from routing.answering.query import trace_path
@@ -98,7 +99,7 @@ def decision_for(scope: Scope, request_id: uuid.UUID) -> RoutingDecision:
     decisions = decisions_for(scope.tenant).select_related("tenant", "turn")
     decision = decisions.filter(request_id=request_id).first()
     if decision is None:
-        raise NotFoundError(f"No decision {request_id}.", details={"request_id": str(request_id)})
+        raise decision_missing(request_id)
     return decision
 
 

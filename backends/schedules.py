@@ -11,6 +11,8 @@ DEFAULT_SCHEDULES = {
     "Share backend performance": ("routing.publish_performance", 300),
     # analytics/migrations/0006 adds it where the others were installed before it.
     "Roll up decisions": ("analytics.rollup_decisions", 60),
+    # analytics/migrations/0009 adds it where the others were installed before it.
+    "Keep storage bounded": ("analytics.apply_retention", 3600),
     # A no-op unless examples changed since the newest version (a lost enqueue).
     "Train classifiers": ("routing.train_classifiers", 60),
 }

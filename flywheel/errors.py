@@ -67,6 +67,13 @@ class NotFoundError(ApplicationError):
     status_code = status.HTTP_404_NOT_FOUND
 
 
+class ExpiredError(ApplicationError):
+    """What was asked for existed, and is gone for good (past the retention)."""
+
+    type = "ExpiredError"
+    status_code = status.HTTP_410_GONE
+
+
 class MethodNotAllowedError(ApplicationError):
     type = "MethodNotAllowed"
     status_code = status.HTTP_405_METHOD_NOT_ALLOWED

@@ -263,6 +263,12 @@ MAX_STORED_ANSWER_CHARS = read("FLYWHEEL_MAX_STORED_ANSWER_CHARS", as_positive_i
 # Earlier exchanges sent along to a backend (and the answers a summary condenses): the
 # newest first, up to this many characters together.
 HISTORY_BUDGET_CHARS = read("FLYWHEEL_HISTORY_BUDGET_CHARS", as_positive_int, 32_000)
+# --- Retention: how long the raw rows of each question are kept -----------------------
+# Decisions, performance records, turns and idle sessions older than this many days are
+# dropped (beat, analytics.retention); the hourly rollups keep the history beyond it.
+RETENTION_DAYS = read("FLYWHEEL_RETENTION_DAYS", as_positive_int, 30)
+# On PostgreSQL those tables are partitioned by day; beat makes this many days ahead.
+PARTITIONS_AHEAD_DAYS = read("FLYWHEEL_PARTITIONS_AHEAD_DAYS", as_positive_int, 3)
 # A decision spool segment is closed past this many bytes (or 1,000 decisions).
 SPOOL_SEGMENT_BYTES = read("FLYWHEEL_SPOOL_SEGMENT_BYTES", as_positive_int, 64 * 1024 * 1024)
 # When neither the spool nor the database can keep an answer's decision, the question is

@@ -43,7 +43,7 @@ class Query:
 
     request: QueryRequest
     tenant: Tenant
-    request_id: uuid.UUID = field(default_factory=ids.uuid4)
+    request_id: uuid.UUID = field(default_factory=ids.uuid7)
     started: float = field(default_factory=time.perf_counter)
     session_id: uuid.UUID | None = None
     history: list[PastTurn] = field(default_factory=list)

@@ -134,7 +134,7 @@ def query_refused(request: HttpRequest, api_key: ApiKey, err: RateLimitError) ->
     except (ApplicationError, SuspiciousOperation):  # not a valid query, or a body too big
         question, method = "", "auto"
     data = DecisionData(
-        request_id=ids.uuid4(),
+        request_id=ids.uuid7(),
         tenant_id=api_key.tenant_id,
         question=question,
         outcome="rejected",

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-
 from django.db import models
 from django.utils import timezone
 
 from backends.models import Backend
 from chatflows.models import Flow
+from flywheel import ids
 from flywheel.models import Tenant
 from routing.models.sessions import Session
 
@@ -59,10 +58,21 @@ ANSWERED_OUTCOMES = (Outcome.SUCCESS, Outcome.FALLBACK, Outcome.CACHED)
 
 
 class RoutingDecision(models.Model):
-    """Everything routing knew and did for one query; written exactly once per query."""
+    """Everything routing knew and did for one query; written exactly once per query.
 
-    request_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="decisions")
+    On PostgreSQL the table is partitioned by day on created_at (PARTITIONED below),
+    so its keys hold created_at: the primary key is (id, created_at) there, and a
+    request id is unique with its created_at (decision_request_once), which a write
+    sets once (DecisionData.created_at) and a replay repeats.
+    """
+
+    # A version-7 UUID: it says when the question came (flywheel.ids.uuid7_time), which
+    # tells a trace that expired from one that never was.
+    request_id = models.UUIDField(default=ids.uuid7, editable=False)
+    # Its index is decision_tenant_recent's first column.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="decisions", db_index=False
+    )
     # Every reference but the tenant's has no database constraint: see RECORD_REFERENCE.
     session = models.ForeignKey(
         Session,
@@ -127,7 +137,8 @@ class RoutingDecision(models.Model):
     route_ms = models.FloatField(default=0)
     execute_ms = models.FloatField(default=0)
     total_ms = models.FloatField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # When it was decided: set by the writer (DecisionData.created_at), now by default.
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         # The analytics app created this table, and owned the model until routing took
@@ -145,6 +156,10 @@ class RoutingDecision(models.Model):
             ),
         ]
         constraints = [
+            # With the partition key: a unique key of a partitioned table must hold it.
+            models.UniqueConstraint(
+                fields=["request_id", "created_at"], name="decision_request_once"
+            ),
             models.CheckConstraint(
                 condition=models.Q(outcome__in=Outcome.values), name="decision_outcome_valid"
             ),
@@ -161,11 +176,18 @@ class RoutingDecision(models.Model):
 
 
 class PerformanceRecord(models.Model):
-    """One attempt to run a flow, failed ones included; feeds the performance score."""
+    """One attempt to run a flow, failed ones included; feeds the performance score.
+
+    Partitioned by day on created_at on PostgreSQL, as RoutingDecision is."""
 
     # References without a database constraint (db_constraint=False): see RECORD_REFERENCE.
+    # The backend's index is perf_backend_intent_recent's first column.
     backend = models.ForeignKey(
-        Backend, on_delete=models.CASCADE, related_name="performance", db_constraint=False
+        Backend,
+        on_delete=models.CASCADE,
+        related_name="performance",
+        db_constraint=False,
+        db_index=False,
     )
     flow = models.ForeignKey(
         Flow,

@@ -15,7 +15,10 @@ class Session(models.Model):
     """A conversation: the turns Flywheel keeps so any backend can continue it."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="sessions")
+    # Its index is session_tenant_recent's first column.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="sessions", db_index=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -28,12 +31,20 @@ class Session(models.Model):
 
 
 class Turn(models.Model):
-    """One question and its answer within a session."""
+    """One question and its answer within a session.
+
+    Partitioned by day on created_at on PostgreSQL, as RoutingDecision is: there the
+    one turn per decision is the writer's doing (a turn is written with its decision
+    only), not a unique index, which would have to hold created_at."""
 
     # References without a database constraint (db_constraint=False): see RECORD_REFERENCE
-    # (routing/models/decisions.py).
+    # (routing/models/decisions.py). The session's index is turn_session_recent's first column.
     session = models.ForeignKey(
-        Session, on_delete=models.CASCADE, related_name="turns", db_constraint=False
+        Session,
+        on_delete=models.CASCADE,
+        related_name="turns",
+        db_constraint=False,
+        db_index=False,
     )
     question = models.TextField()
     answer = models.TextField(blank=True)

@@ -20,9 +20,11 @@ statement), which is what a constraint's check did, in a trigger per reference a
 row that cost as much as the inserts themselves.
 A decision whose request id is stored already (a spooled decision replayed
 after its process was killed between the commit and the spool's cleanup) is
-skipped with its records and turn: replaying is idempotent.
-Timestamps come from ``clock_timestamp()``, so rows of one batch keep their
-order by time as well as by id.
+skipped with its records and turn: replaying is idempotent. Its created_at is
+the moment it was decided (DecisionData.created_at), the same in every replay,
+so the unique key (request_id, created_at) finds it in its day's partition.
+The other rows' timestamps come from ``clock_timestamp()``, so the turns of one
+batch keep their order by time as well as by id.
 
 PostgreSQL stores no NUL character and no lone surrogate, in text or jsonb,
 yet a backend's answer (or its error text) may hold either: :func:`storable`
@@ -60,9 +62,9 @@ sessions AS (
     ON CONFLICT (id) DO UPDATE SET updated_at = EXCLUDED.updated_at
 ),
 decisions AS (
-    INSERT INTO {decision} ({decision_columns}, created_at)
-    SELECT {decision_values}, clock_timestamp() FROM batch ORDER BY position
-    ON CONFLICT (request_id) DO NOTHING
+    INSERT INTO {decision} ({decision_columns})
+    SELECT {decision_values} FROM batch ORDER BY position
+    ON CONFLICT (request_id, created_at) DO NOTHING
     RETURNING id, request_id
 ),
 performance AS (
@@ -101,9 +103,7 @@ def _live(model: type[Model], value: str) -> str:
 @functools.cache
 def _statement() -> str:
     """The statement, its decision columns and their types read off the model."""
-    fields = [
-        f for f in RoutingDecision._meta.concrete_fields if f.attname not in {"id", "created_at"}
-    ]
+    fields = [f for f in RoutingDecision._meta.concrete_fields if f.attname != "id"]
     # References to backends and flows that may have gone since the query started.
     values = [
         _live(f.related_model, f"batch.{f.column}")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from routing.selection.attempt import Attempt
@@ -46,9 +48,14 @@ class DecisionData:
     error_message: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     answer: str | None = None  # a turn is stored when there is an answer
+    # When it was decided (seconds since the epoch): its row's created_at, chosen here
+    # and not by the database, so that a decision written twice (replayed from the
+    # spool after its first write had committed) is the same row both times, which
+    # the table's unique key (request id, created_at) refuses (RoutingDecision).
+    created_at: float = field(default_factory=time.time)
 
     def decision_columns(self) -> dict[str, Any]:
-        """The RoutingDecision row's columns (by attname), but its id and created_at."""
+        """The RoutingDecision row's columns (by attname), but its id."""
         return {
             "request_id": self.request_id,
             "tenant_id": self.tenant_id,
@@ -75,4 +82,5 @@ class DecisionData:
             "route_ms": self.timings.get("route_ms", 0),
             "execute_ms": self.timings.get("execute_ms", 0),
             "total_ms": self.timings.get("total_ms", 0),
+            "created_at": datetime.fromtimestamp(self.created_at, UTC),
         }

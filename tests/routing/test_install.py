@@ -122,6 +122,7 @@ def test_it_schedules_health_and_discovery_in_the_database() -> None:
         "routing.publish_performance": 300,
         "analytics.rollup_decisions": 60,
         "routing.train_classifiers": 60,
+        "analytics.apply_retention": 3600,
     }
 
 
@@ -131,5 +132,5 @@ def test_schedule_edits_survive_running_it_again() -> None:
 
     call_command("load_defaults", stdout=StringIO())
 
-    assert PeriodicTask.objects.count() == 5
+    assert PeriodicTask.objects.count() == 6
     assert PeriodicTask.objects.get(task="backends.check_health").enabled is False

@@ -1,0 +1,215 @@
+"""Tables partitioned by day on PostgreSQL, so old rows go a partition at a time.
+
+A table that grows with every question (decisions, performance records, turns) is
+partitioned by range of its ``created_at``, one partition per UTC day, named
+``<table>_pYYYYMMDD``, plus a default partition (``<table>_default``) that takes
+a row no day partition covers yet (beat fell behind): no write is ever refused
+for want of a partition. Retention then drops a day's partition, which takes
+milliseconds whatever it holds, instead of deleting its rows one by one (which
+bloats the table and takes hours at a billion rows).
+
+A partition is made as a table of its own and then attached: attaching locks the
+parent table only against other schema changes (SHARE UPDATE EXCLUSIVE), where
+``CREATE TABLE ... PARTITION OF`` would stop every read and write for the
+moment. Rows the default partition took for that day move into it first.
+Dropping one locks the parent for a moment; ``lock_timeout`` bounds the wait, so
+retention never queues the writers behind a long query.
+
+SQLite (the first run) has plain tables: every function here is for PostgreSQL.
+Table names come from the models, never from input.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.db import connection, transaction
+
+DEFAULT = "{table}_default"
+_DAY = re.compile(r"_p(\d{8})$")
+# How long a schema change waits for the parent's lock before giving up (it is
+# tried again at the next run): a query holding the table longer keeps it.
+LOCK_TIMEOUT = "2s"
+
+
+def _midnight(day: date) -> str:
+    return datetime.combine(day, time(), UTC).isoformat()
+
+
+def day_partition(table: str, day: date) -> str:
+    return f"{table}_p{day:%Y%m%d}"
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    day: date | None  # None: the default partition
+
+    @property
+    def end(self) -> datetime | None:
+        """Where its range ends (the next midnight, UTC); None for the default one."""
+        if self.day is None:
+            return None
+        return datetime.combine(self.day + timedelta(days=1), time(), UTC)
+
+
+def is_partitioned(table: str) -> bool:
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pg_partitioned_table WHERE partrelid = to_regclass(%s)", [table]
+        )
+        return cursor.fetchone() is not None
+
+
+def partitions(table: str) -> list[Partition]:
+    """The table's partitions, the default one first, then by day."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = to_regclass(%s)",
+            [table],
+        )
+        names = [row[0] for row in cursor.fetchall()]
+    found = []
+    for name in names:
+        match = _DAY.search(name)
+        day = datetime.strptime(match.group(1), "%Y%m%d").date() if match else None
+        found.append(Partition(name, day))
+    return sorted(found, key=lambda p: (p.day is not None, p.day or date.min))
+
+
+def partitions_ensure(table: str, first: date, last: date) -> list[str]:
+    """Make the day partitions from ``first`` to ``last`` (both included) that are
+    missing; returns the names made. Each is made in a transaction of its own."""
+    have = {p.day for p in partitions(table)}
+    made = []
+    day = first
+    while day <= last:
+        if day not in have:
+            _attach_day(table, day)
+            made.append(day_partition(table, day))
+        day += timedelta(days=1)
+    return made
+
+
+def _attach_day(table: str, day: date) -> None:
+    name, default = day_partition(table, day), DEFAULT.format(table=table)
+    start, end = _midnight(day), _midnight(day + timedelta(days=1))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+        # Its bounds as a constraint already: attaching then need not read it to check.
+        cursor.execute(
+            f"CREATE TABLE {name} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS, "
+            f"CONSTRAINT {name}_bounds CHECK (created_at >= %s AND created_at < %s))",
+            [start, end],
+        )
+        if _exists(default):  # rows taken while this day had no partition of its own
+            cursor.execute(
+                f"WITH moved AS (DELETE FROM {default} WHERE created_at >= %s "  # noqa: S608
+                f"AND created_at < %s RETURNING *) INSERT INTO {name} SELECT * FROM moved",
+                [start, end],
+            )
+        cursor.execute(
+            f"ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)",
+            [start, end],
+        )
+        cursor.execute(f"ALTER TABLE {name} DROP CONSTRAINT {name}_bounds")
+
+
+def _exists(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def partitions_drop(table: str, before: datetime) -> list[str]:
+    """Drop the day partitions that end at or before ``before``; returns their names.
+    Each in a transaction of its own: one that cannot get its lock in time stays for
+    the next run (its error is raised after the others are dropped)."""
+    dropped, failed = [], None
+    for partition in partitions(table):
+        if partition.end is None or partition.end > before:
+            continue
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                # Checks of references written in the caller's transaction, deferred to
+                # its commit, would keep the table: they are made now.
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                cursor.execute(f"DROP TABLE {partition.name}")
+            dropped.append(partition.name)
+        except Exception as err:  # the others still go; raised below
+            failed = err
+    if failed is not None:
+        raise failed
+    return dropped
+
+
+def partitioned_convert(table: str, first: date, last: date) -> None:
+    """Turn a plain table into one partitioned by day on created_at, with its rows,
+    columns, checks, indexes and foreign keys, its id counting on where it was (the
+    migration's, inside its transaction). Its primary key becomes (id, created_at),
+    and a unique index without created_at becomes a plain one: a partitioned table's
+    unique keys must hold the partition key. Day partitions from ``first`` to ``last``
+    and the default one are made; older rows land in the default one."""
+    old = f"{table}_unpartitioned"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conname FROM pg_constraint WHERE confrelid = to_regclass(%s)", [table]
+        )
+        if referring := [row[0] for row in cursor.fetchall()]:
+            raise RuntimeError(f"{table} is referred to by constraints {referring}")
+        cursor.execute(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = to_regclass(%s) AND contype IN ('f', 'u')",
+            [table],
+        )
+        keys = cursor.fetchall()
+        cursor.execute(
+            "SELECT i.relname, pg_get_indexdef(x.indexrelid) FROM pg_index x "
+            "JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass(%s) "
+            "AND NOT x.indisprimary AND NOT EXISTS "
+            "(SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)",
+            [table],
+        )
+        indexes = cursor.fetchall()
+        cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
+        sequence = cursor.fetchone()[0]
+        cursor.execute(f"SELECT COALESCE(max(id), 0) + 1 FROM {table}")  # noqa: S608
+        next_id = cursor.fetchone()[0]
+
+        for name, _ in keys:
+            cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+        for name, _ in indexes:
+            cursor.execute(f"DROP INDEX {name}")
+        cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {table}_pkey")
+        cursor.execute(f"ALTER TABLE {table} RENAME TO {old}")
+        cursor.execute(f"ALTER SEQUENCE {sequence} RENAME TO {old}_id_seq")
+        cursor.execute(
+            f"CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS INCLUDING IDENTITY "
+            f"INCLUDING CONSTRAINTS) PARTITION BY RANGE (created_at)"
+        )
+        cursor.execute(f"ALTER TABLE {table} ADD PRIMARY KEY (id, created_at)")
+        cursor.execute(f"ALTER TABLE {table} ALTER COLUMN id RESTART WITH {int(next_id)}")
+        cursor.execute(f"CREATE TABLE {DEFAULT.format(table=table)} PARTITION OF {table} DEFAULT")
+    partitions_ensure(table, first, last)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} SELECT * FROM {old}")  # noqa: S608
+        cursor.execute(f"DROP TABLE {old}")
+        for name, definition in keys:
+            if definition.startswith("UNIQUE") and "created_at" not in definition:
+                columns = definition.removeprefix("UNIQUE ")
+                cursor.execute(f"CREATE INDEX {name} ON {table} {columns}")
+            else:
+                cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
+        for _, definition in indexes:
+            # "CREATE [UNIQUE] INDEX name ON public.table USING ...": on the new parent.
+            definition = definition.replace(f" ON public.{table} ", f" ON {table} ")
+            if definition.startswith("CREATE UNIQUE") and "created_at" not in definition:
+                definition = definition.replace("CREATE UNIQUE INDEX", "CREATE INDEX", 1)
+            cursor.execute(definition)

@@ -1,0 +1,187 @@
+"""Retention: day partitions made ahead and dropped on time, rollups kept, expired
+traces told apart from unknown ones (analytics/retention.py, flywheel/partitions.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from analytics.models import DecisionRollup
+from analytics.retention import retention_apply
+from analytics.rollups import rollups_refresh
+from backends.models import Backend
+from flywheel import ids
+from flywheel.models import Tenant
+from flywheel.partitions import day_partition, partitions, partitions_ensure
+from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
+
+pytestmark = pytest.mark.django_db
+
+NOW = timezone.now()
+OLD = NOW - timedelta(days=settings.RETENTION_DAYS + 5)  # past the retention
+RECENT = NOW - timedelta(days=2)
+DECISIONS = RoutingDecision._meta.db_table
+
+
+def decide(tenant: Tenant, backend: Backend, at: datetime, *, session: Session | None = None):
+    """A decision made ``at``, with a performance record (and a turn, in a session)."""
+    decision = RoutingDecision.objects.create(
+        tenant=tenant,
+        request_id=ids.uuid7(at.timestamp()),
+        question="Please review my pull request",
+        intent="code-review",
+        outcome="success",
+        backend=backend,
+        session=session,
+        total_ms=120,
+        created_at=at,
+    )
+    PerformanceRecord.objects.create(
+        backend=backend,
+        decision=decision,
+        intent="code-review",
+        latency_ms=120,
+        success=True,
+        created_at=at,
+    )
+    if session is not None:
+        turn = Turn.objects.create(session=session, question="q", answer="a", decision=decision)
+        Turn.objects.filter(pk=turn.pk).update(created_at=at)
+    return decision
+
+
+def _holds(partition: str, decision: RoutingDecision) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {partition} WHERE id = %s", [decision.pk])  # noqa: S608
+        return cursor.fetchone()[0] == 1
+
+
+def _days(table: str) -> set:
+    return {p.day for p in partitions(table) if p.day is not None}
+
+
+def test_beat_makes_the_coming_days_partitions_for_each_table() -> None:
+    done = retention_apply(now=NOW)
+
+    coming = {NOW.date() + timedelta(days=n) for n in range(settings.PARTITIONS_AHEAD_DAYS + 1)}
+    for table in (DECISIONS, PerformanceRecord._meta.db_table, Turn._meta.db_table):
+        assert coming <= _days(table)
+    assert retention_apply(now=NOW)["partitions_made"] == []  # made once
+    assert done["kept_since"] == NOW - timedelta(days=settings.RETENTION_DAYS)
+
+
+def test_a_day_past_the_retention_is_dropped_and_its_rollups_stay(
+    tenant: Tenant, backend: Backend
+) -> None:
+    partitions_ensure(DECISIONS, OLD.date(), OLD.date())
+    partitions_ensure(PerformanceRecord._meta.db_table, OLD.date(), OLD.date())
+    old, recent = decide(tenant, backend, OLD), decide(tenant, backend, RECENT)
+    rollups_refresh(now=NOW)
+    hour = OLD.replace(minute=0, second=0, microsecond=0)
+    assert DecisionRollup.objects.filter(granularity="hour", bucket_start=hour).exists()
+
+    done = retention_apply(now=NOW)
+
+    assert day_partition(DECISIONS, OLD.date()) in done["partitions_dropped"]
+    assert OLD.date() not in _days(DECISIONS)
+    assert not RoutingDecision.objects.filter(pk=old.pk).exists()
+    assert not PerformanceRecord.objects.filter(decision_id=old.pk).exists()
+    assert RoutingDecision.objects.filter(pk=recent.pk).exists()
+    rolled = DecisionRollup.objects.filter(granularity="hour", bucket_start=hour, backend=None)
+    assert [r.count for r in rolled] == [1]
+    rollups_refresh(now=NOW)  # its raw rows gone, the hour is not recomputed to nothing
+    assert [r.count for r in rolled.all()] == [1]
+
+
+def test_what_the_rollups_have_not_read_is_not_dropped(tenant: Tenant, backend: Backend) -> None:
+    partitions_ensure(DECISIONS, OLD.date(), OLD.date())
+    old = decide(tenant, backend, OLD)
+
+    retention_apply(now=NOW)
+    assert RoutingDecision.objects.filter(pk=old.pk).exists()
+
+    rollups_refresh(now=NOW)
+    retention_apply(now=NOW)
+    assert not RoutingDecision.objects.filter(pk=old.pk).exists()
+
+
+def test_rows_in_the_default_partition_are_deleted_past_the_retention(
+    tenant: Tenant, backend: Backend
+) -> None:
+    # No partition for that day: the row lands in the default one.
+    old = decide(tenant, backend, OLD - timedelta(days=400))
+    assert _holds(f"{DECISIONS}_default", old)
+    rollups_refresh(now=NOW)
+
+    done = retention_apply(now=NOW)
+
+    assert done["rows_deleted"][DECISIONS] == 1
+    assert not RoutingDecision.objects.filter(pk=old.pk).exists()
+
+
+def test_a_day_made_late_takes_its_rows_from_the_default_partition(
+    tenant: Tenant, backend: Backend
+) -> None:
+    day = NOW.date() + timedelta(days=30)  # beyond what is made ahead
+    at = datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=5)
+    decision = decide(tenant, backend, at)
+
+    partitions_ensure(DECISIONS, day, day)
+
+    assert _holds(day_partition(DECISIONS, day), decision)
+    assert not _holds(f"{DECISIONS}_default", decision)
+    assert RoutingDecision.objects.filter(pk=decision.pk).exists()
+
+
+def test_sessions_idle_past_the_retention_go_with_their_turns(
+    tenant: Tenant, backend: Backend
+) -> None:
+    partitions_ensure(Turn._meta.db_table, OLD.date(), OLD.date())
+    idle, active = Session.objects.create(tenant=tenant), Session.objects.create(tenant=tenant)
+    decide(tenant, backend, OLD, session=idle)
+    decide(tenant, backend, RECENT, session=active)
+    Session.objects.filter(pk=idle.pk).update(updated_at=OLD)
+    rollups_refresh(now=NOW)
+
+    done = retention_apply(now=NOW)
+
+    assert done["sessions_deleted"] == 1
+    assert list(Session.objects.values_list("pk", flat=True)) == [active.pk]
+    assert list(Turn.objects.values_list("session_id", flat=True)) == [active.pk]
+
+
+def test_the_trace_of_an_expired_decision_says_so(tenant: Tenant, backend: Backend) -> None:
+    partitions_ensure(DECISIONS, OLD.date(), OLD.date())
+    old = decide(tenant, backend, OLD)
+    rollups_refresh(now=NOW)
+    retention_apply(now=NOW)
+    client = Client()
+    client.force_login(User.objects.create_superuser("admin", password="x"))
+
+    gone = client.get(f"/decisions/{old.request_id}")
+    unknown = client.get(f"/decisions/{ids.uuid4()}")
+
+    assert gone.status_code == 410
+    assert "has expired" in gone.content.decode()
+    assert f"{OLD:%Y-%m-%d}" in gone.content.decode()
+    assert unknown.status_code == 404
+
+
+def test_the_api_answers_410_in_the_error_shape_for_an_expired_decision(
+    api_client: APIClient,
+) -> None:
+    request_id = ids.uuid7(OLD.timestamp())
+
+    response = api_client.get(f"/api/v1/decisions/{request_id}")
+
+    assert response.status_code == 410
+    error = response.json()["error"]
+    assert error["type"] == "ExpiredError"
+    assert error["details"]["request_id"] == str(request_id)
