@@ -25,7 +25,7 @@ help:
 	@echo "make format apply ruff's fixes and formatting"
 	@echo "make lock   re-pin requirements/*.txt from requirements/*.in"
 	@echo "make load   60 s of sustained load through uvicorn (a worker per core) against an instant stand-in: q/s, p50/p99, CPU per question, memory growth, a 500-question burst (LOAD_SECONDS; BEFORE=DIR: another checkout beside it)"
-	@echo "make bench  routing decision, learning, rate-limit check, decision spool, REST overhead, concurrency, HTTP transports, MCP, analytics and storage benchmarks (prints figures)"
+	@echo "make bench  routing decision, learning, rate-limit check, decision spool, REST overhead, concurrency, HTTP transports, MCP, analytics, storage and retention benchmarks (prints figures)"
 	@echo "make peers  install, start and seed real Flowise + Langflow on loopback; register them as backends"
 	@echo "make peers-stop  stop the servers started by make peers"
 
@@ -115,6 +115,7 @@ bench: $(VENV)/.dev-installed
 	$(PY) bench/mcp.py
 	$(PY) bench/analytics.py
 	$(PY) bench/storage.py
+	$(PY) bench/retention.py
 
 LOAD_SECONDS ?= 60
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from analytics.access import Scope
 from analytics.retention import decision_missing
-from analytics.selectors import decisions_for
+from analytics.selectors import decisions_for, with_request_id
 from flywheel.errors import NotFoundError
 from routing.answering.query import trace_path
 from routing.answering.sessions import session_key
@@ -97,7 +97,7 @@ def decision_story(decision: RoutingDecision) -> dict[str, Any]:
 def decision_for(scope: Scope, request_id: uuid.UUID) -> RoutingDecision:
     """A decision the scope may read, with what its story needs. Raises NotFoundError."""
     decisions = decisions_for(scope.tenant).select_related("tenant", "turn")
-    decision = decisions.filter(request_id=request_id).first()
+    decision = with_request_id(decisions, request_id).first()
     if decision is None:
         raise decision_missing(request_id)
     return decision

@@ -63,13 +63,18 @@ from bench.storage_report import ROW, KeyKind, Mode, TableSize, as_json, key_kin
 PG, ENV = own_services("storage", FLYWHEEL_BACKEND_ALLOWED_NETWORKS="127.0.0.0/8")
 CONCURRENCY = 16
 TURNS = 5  # questions per conversation
+# Each table's heap, TOAST and indexes; a partitioned table's are its partitions' summed.
 SIZES_SQL = """
-SELECT c.relname, pg_table_size(c.oid) - toast.bytes, toast.bytes, pg_indexes_size(c.oid)
+SELECT coalesce(parent.relname, c.relname),
+       sum(pg_table_size(c.oid) - toast.bytes), sum(toast.bytes), sum(pg_indexes_size(c.oid))
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+LEFT JOIN pg_class parent ON parent.oid = i.inhparent
 CROSS JOIN LATERAL (
     SELECT coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0) AS bytes
 ) toast
-WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
+WHERE n.nspname = current_schema() AND c.relkind = 'r'
+GROUP BY 1
 """
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -128,26 +129,58 @@ def _exists(name: str) -> bool:
 
 
 def partitions_drop(table: str, before: datetime) -> list[str]:
-    """Drop the day partitions that end at or before ``before``; returns their names.
-    Each in a transaction of its own: one that cannot get its lock in time stays for
-    the next run (its error is raised after the others are dropped)."""
-    dropped, failed = [], None
-    for partition in partitions(table):
-        if partition.end is None or partition.end > before:
-            continue
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                # Checks of references written in the caller's transaction, deferred to
-                # its commit, would keep the table: they are made now.
-                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-                cursor.execute(f"DROP TABLE {partition.name}")
-            dropped.append(partition.name)
-        except Exception as err:  # the others still go; raised below
-            failed = err
-    if failed is not None:
-        raise failed
-    return dropped
+    """Drop the day partitions that end at or before ``before``, in one statement (one
+    lock of the parent, one commit); returns their names. Raises the database's error
+    if the parent could not be locked within LOCK_TIMEOUT: none is dropped then, and
+    the next run tries again."""
+    old = [p.name for p in partitions(table) if p.end is not None and p.end <= before]
+    if not old:
+        return []
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+        # Checks of references written in the caller's transaction, deferred to its
+        # commit, would keep the tables: they are made now.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(f"DROP TABLE {', '.join(old)}")
+    return old
+
+
+Definitions = list[tuple[str, str]]
+
+
+def _set_aside(cursor: Any, table: str, old: str) -> tuple[Definitions, Definitions, int]:
+    """Rename ``table`` to ``old`` with its id sequence, once its keys (foreign and
+    unique), its other indexes and its primary key are dropped (their names are the
+    new table's); returns those keys' and indexes' definitions, and the next id."""
+    cursor.execute("SELECT conname FROM pg_constraint WHERE confrelid = to_regclass(%s)", [table])
+    if referring := [row[0] for row in cursor.fetchall()]:
+        raise RuntimeError(f"{table} is referred to by constraints {referring}")
+    cursor.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conrelid = to_regclass(%s) AND contype IN ('f', 'u')",
+        [table],
+    )
+    keys = cursor.fetchall()
+    cursor.execute(
+        "SELECT i.relname, pg_get_indexdef(x.indexrelid) FROM pg_index x "
+        "JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass(%s) "
+        "AND NOT x.indisprimary AND NOT EXISTS "
+        "(SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)",
+        [table],
+    )
+    indexes = cursor.fetchall()
+    cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
+    sequence = cursor.fetchone()[0]
+    cursor.execute(f"SELECT COALESCE(max(id), 0) + 1 FROM {table}")  # noqa: S608
+    next_id = int(cursor.fetchone()[0])
+    for name, _ in keys:
+        cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+    for name, _ in indexes:
+        cursor.execute(f"DROP INDEX {name}")
+    cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {table}_pkey")
+    cursor.execute(f"ALTER TABLE {table} RENAME TO {old}")
+    cursor.execute(f"ALTER SEQUENCE {sequence} RENAME TO {old}_id_seq")
+    return keys, indexes, next_id
 
 
 def partitioned_convert(table: str, first: date, last: date) -> None:
@@ -159,37 +192,7 @@ def partitioned_convert(table: str, first: date, last: date) -> None:
     and the default one are made; older rows land in the default one."""
     old = f"{table}_unpartitioned"
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT conname FROM pg_constraint WHERE confrelid = to_regclass(%s)", [table]
-        )
-        if referring := [row[0] for row in cursor.fetchall()]:
-            raise RuntimeError(f"{table} is referred to by constraints {referring}")
-        cursor.execute(
-            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
-            "WHERE conrelid = to_regclass(%s) AND contype IN ('f', 'u')",
-            [table],
-        )
-        keys = cursor.fetchall()
-        cursor.execute(
-            "SELECT i.relname, pg_get_indexdef(x.indexrelid) FROM pg_index x "
-            "JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass(%s) "
-            "AND NOT x.indisprimary AND NOT EXISTS "
-            "(SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)",
-            [table],
-        )
-        indexes = cursor.fetchall()
-        cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
-        sequence = cursor.fetchone()[0]
-        cursor.execute(f"SELECT COALESCE(max(id), 0) + 1 FROM {table}")  # noqa: S608
-        next_id = cursor.fetchone()[0]
-
-        for name, _ in keys:
-            cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
-        for name, _ in indexes:
-            cursor.execute(f"DROP INDEX {name}")
-        cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {table}_pkey")
-        cursor.execute(f"ALTER TABLE {table} RENAME TO {old}")
-        cursor.execute(f"ALTER SEQUENCE {sequence} RENAME TO {old}_id_seq")
+        keys, indexes, next_id = _set_aside(cursor, table, old)
         cursor.execute(
             f"CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS INCLUDING IDENTITY "
             f"INCLUDING CONSTRAINTS) PARTITION BY RANGE (created_at)"
@@ -213,3 +216,29 @@ def partitioned_convert(table: str, first: date, last: date) -> None:
             if definition.startswith("CREATE UNIQUE") and "created_at" not in definition:
                 definition = definition.replace("CREATE UNIQUE INDEX", "CREATE INDEX", 1)
             cursor.execute(definition)
+
+
+def partitioned_revert(table: str) -> None:
+    """Turn a table partitioned by partitioned_convert back into a plain one, with its
+    rows, columns, checks, indexes and foreign keys (the migration's way back): its
+    primary key (id) again, and an index named as a unique constraint (``..._key``)
+    unique again."""
+    old = f"{table}_partitioned"
+    with connection.cursor() as cursor:
+        keys, indexes, next_id = _set_aside(cursor, table, old)
+        cursor.execute(
+            f"CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS INCLUDING IDENTITY "
+            f"INCLUDING CONSTRAINTS)"
+        )
+        cursor.execute(f"ALTER TABLE {table} ADD PRIMARY KEY (id)")
+        cursor.execute(f"ALTER TABLE {table} ALTER COLUMN id RESTART WITH {int(next_id)}")
+        cursor.execute(f"INSERT INTO {table} SELECT * FROM {old}")  # noqa: S608
+        cursor.execute(f"DROP TABLE {old}")  # and its partitions
+        for name, definition in keys:
+            cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
+        for name, definition in indexes:
+            if name.endswith("_key"):
+                columns = definition[definition.index("(") :]
+                cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE {columns}")
+            else:
+                cursor.execute(definition)

@@ -6,7 +6,7 @@ its rows moved over, with a partition per day from the oldest row the retention 
 for anything else (older rows, until retention deletes them). A request id becomes
 unique with its created_at, as a partitioned table's unique keys must hold it.
 Indexes another index already starts with are dropped (the tenant's, the session's, the
-backend's). SQLite keeps plain tables. Not reversible on PostgreSQL.
+backend's). SQLite keeps plain tables. Reversible: the tables become plain again.
 """
 
 from datetime import timedelta
@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import migrations, models
 from django.utils import timezone
 
-from flywheel.partitions import partitioned_convert
+from flywheel.partitions import partitioned_convert, partitioned_revert
 
 TABLES = ("analytics_routingdecision", "analytics_performancerecord", "routing_turn")
 
@@ -37,9 +37,11 @@ def partition(apps, schema_editor) -> None:
         partitioned_convert(table, first, last)
 
 
-def refuse(apps, schema_editor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        raise RuntimeError("The partitioned tables are not turned back into plain ones.")
+def unpartition(apps, schema_editor) -> None:
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    for table in TABLES:
+        partitioned_revert(table)
 
 
 class Migration(migrations.Migration):
@@ -109,5 +111,5 @@ class Migration(migrations.Migration):
                 fields=("request_id", "created_at"), name="decision_request_once"
             ),
         ),
-        migrations.RunPython(partition, refuse),
+        migrations.RunPython(partition, unpartition),
     ]
