@@ -61,6 +61,9 @@ class Evidence:
     newest: float = 0.0  # the newest attempt's time (0: none)
     changes: int = 0  # how many times a change was detected
     changed_at: float = 0.0  # when the last one was (0: never)
+    # How many of its newest attempts failed in a row (0: the newest answered). Evidence
+    # published before this was kept loads with the class default, 0.
+    streak: int = 0
 
     # The long memory's sums, as the estimates read them.
     @property
@@ -124,10 +127,12 @@ class Evidence:
         recent = before.recent.blend(mine * 0.5 ** (n / RECENT_HALF_LIFE), newer.recent, theirs)
         newest = max(before.newest, newer.newest)
         changes = before.changes + newer.changes
+        # The newer attempts extend this one's streak when none of them answered.
+        streak = newer.streak + (before.streak if not newer.recent.answered else 0)
         if changed(long, recent):  # what came before says little of the flow now
-            return Evidence(at, newer.long.times(theirs), recent, newest, changes + 1, at)
+            return Evidence(at, newer.long.times(theirs), recent, newest, changes + 1, at, streak)
         changed_at = max(before.changed_at, newer.changed_at)
-        return Evidence(at, long, recent, newest, changes, changed_at)
+        return Evidence(at, long, recent, newest, changes, changed_at, streak)
 
     def stale(self, keep: float) -> Evidence:
         """The same evidence worth ``keep`` of itself: its backend has changed since."""
@@ -153,7 +158,7 @@ def observation(at: float, ok: bool, seconds: float, tokens: int | None = None) 
             tokens=float(tokens or 0),
             token_weight=1.0 if tokens is not None else 0.0,
         )
-    return Evidence(at=at, long=sums, recent=sums, newest=at)
+    return Evidence(at=at, long=sums, recent=sums, newest=at, streak=0 if ok else 1)
 
 
 Attempted = tuple[float, bool, float, int | None]  # (finished at, ok, seconds, tokens)

@@ -40,6 +40,7 @@ Published = Mapping[tuple[int, str], Mapping[int, Evidence]]
 LOCAL_LIMIT = 500  # own attempts kept per key until published (a stalled writer)
 POOL_CAP = 5.0  # attempts a pool (the backend's other intents, the fleet) may weigh in a prior
 RETRY_SECONDS = 30.0
+RETRY_STREAK = 2  # failures in a row, the newest attempts: a flow failing, whatever came before
 SAME_MOMENT = 0.001  # seconds: a stored time and this process's float of it may differ so
 
 
@@ -234,9 +235,12 @@ def _retry_due(evidence: Evidence, now: float) -> bool:
     that always answers at once, routing would otherwise wait for its failures to fade
     entirely before one draw dared it (and a shared backend's breaker does not open for
     one tenant). Failing: most of its last attempts failed, or most of what counts
-    since the last change it showed (a backend that always answered and then failed
-    the few questions it had in flight: its short memory still holds answers)."""
+    since the last change it showed, or its newest attempts failed RETRY_STREAK times
+    in a row or more (a backend that answered and then failed the few questions it had
+    in flight: its short memory still holds answers, and too few may have come before
+    for it to call the failures a change)."""
     failing = evidence.recent.failed > evidence.recent.answered
+    failing = failing or evidence.streak >= RETRY_STREAK
     if not failing and evidence.changes:
         failing = evidence.long.failed > evidence.long.answered
     return failing and now - evidence.newest >= RETRY_SECONDS

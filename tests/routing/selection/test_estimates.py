@@ -4,7 +4,9 @@ detected, attempts in flight counted, and the order by expected time to an answe
 from __future__ import annotations
 
 import math
+import pickle
 import random
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -301,6 +303,89 @@ def test_a_flow_that_answered_for_long_then_failed_a_few_times_is_tried_once_mor
                     half_life=HALF_LIFE, attempts_half_life=ATTEMPTS, default=Prior(),
                     on=Book())  # fmt: skip
     assert known.of(1, 11, "general").retry_due
+
+
+def test_a_flow_that_answered_a_while_then_failed_three_in_a_row_is_tried_once_more() -> None:
+    """The chaos suite's healed primary: thirty answers, then the three questions it had
+    in flight fail at once. Too few answers for its short memory to call that a change,
+    and it still holds more answers than failures; Thompson draws from a flow that far
+    behind a rival answering at once almost never dare it, so it was locked out for good
+    once it healed. Two failures in a row or more, the last of its attempts: RETRY_SECONDS
+    later it goes first once, as a breaker's trial would."""
+    answers = [(T0 + i * 0.1, True, 0.004, None) for i in range(30)]
+    failures = [(T0 + 3.5 + i * 0.001, False, 0.003, None) for i in range(3)]
+    broke = folded(answers + failures, T0 + 3.51, HALF_LIFE, ATTEMPTS)
+    assert broke.changes == 0  # what made the retry due before: none of it
+    assert broke.recent.answered > broke.recent.failed
+    rival = run([(True, 0.038)] * 200, start=T0 - 16)
+    published = {(1, "general"): {11: broke}, (2, "general"): {21: rival}}
+    flows = {1: _flow(1, "general"), 2: _flow(2, "general")}
+    backends = [BackendEntry(b, f"b{b}", "flowise", flows=(flows[b],)) for b in (1, 2)]
+
+    def first(after: float, seed: int) -> tuple[str, bool]:
+        now = broke.newest + after
+        known = beliefs(published, now=now, half_life=HALF_LIFE, attempts_half_life=ATTEMPTS,
+                        default=Prior(), on=Book())  # fmt: skip
+        ranked = score_candidates(
+            backends,
+            intent="general",
+            health={1: HealthEntry(True), 2: HealthEntry(True)},
+            estimate_of=lambda b, f: known.of(b.id, {1: 11, 2: 21}[b.id], "general"),
+            policy=PolicyValues(),
+            now=datetime.fromtimestamp(now, UTC),
+            rng=random.Random(seed),  # noqa: S311 - a test's draws
+            trial=lambda scope: True,  # a real query
+        )
+        return ranked[0].backend.name, ranked[0].trial
+
+    assert first(RETRY_SECONDS - 1, seed=5) == ("b2", False)
+    assert all(first(RETRY_SECONDS, seed) == ("b1", True) for seed in range(20))
+    # Answered once more, it is no longer failing: no more trials.
+    healed = broke.then(observation(broke.newest + RETRY_SECONDS, True, 0.004), HALF_LIFE,
+                        ATTEMPTS)  # fmt: skip
+    known = beliefs({(1, "general"): {11: healed}}, now=healed.newest + 2 * RETRY_SECONDS,
+                    half_life=HALF_LIFE, attempts_half_life=ATTEMPTS, default=Prior(),
+                    on=Book())  # fmt: skip
+    assert not known.of(1, 11, "general").retry_due
+
+
+def test_one_failure_after_answers_makes_no_retry_due() -> None:
+    """A flow that answers and failed once, its last attempt, is not failing: the draws
+    alone decide when it is tried again."""
+    answers = [(T0 + i * 0.1, True, 0.004, None) for i in range(30)]
+    once = folded([*answers, (T0 + 3.5, False, 0.003, None)], T0 + 3.51, HALF_LIFE, ATTEMPTS)
+    known = beliefs({(1, "general"): {11: once}}, now=once.newest + 2 * RETRY_SECONDS,
+                    half_life=HALF_LIFE, attempts_half_life=ATTEMPTS, default=Prior(),
+                    on=Book())  # fmt: skip
+    assert not known.of(1, 11, "general").retry_due
+
+
+def test_the_streak_counts_the_newest_failures_in_a_row_and_an_answer_ends_it() -> None:
+    assert run([(True, 0.1)] * 5 + [(False, 0.1)] * 3).streak == 3
+    assert run([(False, 0.1)] * 3 + [(True, 0.1)]).streak == 0
+    # Folded in parts: newer failures alone extend the streak, an answer among them ends it.
+    failing = run([(True, 0.1), (False, 0.1)])
+    assert failing.then(run([(False, 0.1)] * 2, start=T0 + 1), HALF_LIFE, ATTEMPTS).streak == 3
+    mixed = run([(False, 0.1), (True, 0.1), (False, 0.1)], start=T0 + 1)
+    assert failing.then(mixed, HALF_LIFE, ATTEMPTS).streak == 1
+    # This process's own failures, after the published evidence.
+    book, key = Book(), (1, 11, "general")
+    for i in range(2):
+        book.observe(key, failing.newest + 1 + i, False, 0.1, None,
+                     half_life=HALF_LIFE, attempts_half_life=ATTEMPTS)  # fmt: skip
+    assert book.evidence(key, failing, failing.newest + 3, HALF_LIFE, ATTEMPTS).streak == 3
+
+
+def test_evidence_published_before_the_streak_was_kept_still_loads() -> None:
+    """The cache pickles the published evidence; one pickled before the field existed
+    loads with no streak."""
+    broke = run([(True, 0.1)] * 30 + [(False, 0.1)] * 3)
+    assert pickle.loads(pickle.dumps(broke)) == broke  # noqa: S301 - our own bytes
+    old = replace(broke)
+    del old.__dict__["streak"]  # as the class without it pickled its instances
+    loaded = pickle.loads(pickle.dumps(old))  # noqa: S301 - our own bytes
+    assert loaded.streak == 0
+    assert loaded.then(observation(T0 + 5, False, 0.1), HALF_LIFE, ATTEMPTS).streak == 1
 
 
 def test_a_retry_that_fails_again_opens_no_breaker() -> None:
