@@ -24,6 +24,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -57,7 +58,7 @@ SELECT %(session)s, 'q', 'a', 'code-review', d.id, d.created_at FROM d
 """
 
 
-def setup() -> tuple[object, object, object]:
+def setup() -> tuple[Any, Any, Any]:
     from backends.models import Backend
     from flywheel.services import tenant_get_or_create_default
     from routing.models import Session
@@ -67,7 +68,7 @@ def setup() -> tuple[object, object, object]:
     return tenant, backend, Session.objects.create(tenant=tenant)
 
 
-def fill(tenant: object, backend: object, session: object, rows: int) -> float:
+def fill(tenant: Any, backend: Any, session: Any, rows: int) -> float:
     """40 days of rows, with their partitions (and the days ahead); seconds taken."""
     from django.db import connection
     from django.utils import timezone
@@ -83,7 +84,7 @@ def fill(tenant: object, backend: object, session: object, rows: int) -> float:
     with connection.cursor() as cursor:
         for n in range(DAYS):
             day = first + timedelta(days=n)
-            params = {"tenant": tenant.pk, "backend": backend.pk, "session": session.pk}  # type: ignore[attr-defined]
+            params = {"tenant": tenant.pk, "backend": backend.pk, "session": session.pk}
             cursor.execute(FILL_SQL, {**params, "day": day.isoformat(), "rows": rows})
         cursor.execute("VACUUM ANALYZE")
     return time.perf_counter() - started
@@ -93,7 +94,7 @@ class Load(threading.Thread):
     """Writes a decision and reads the newest back, then a backend's recent attempts,
     without pause, timing each round; on a connection of its own."""
 
-    def __init__(self, tenant: object, backend: object) -> None:
+    def __init__(self, tenant: Any, backend: Any) -> None:
         super().__init__(daemon=True)
         self.tenant, self.backend = tenant, backend
         self.rounds: list[tuple[float, float]] = []  # (started, seconds)
@@ -116,7 +117,7 @@ class Load(threading.Thread):
                     )
                     list(RoutingDecision.objects.filter(tenant=self.tenant)[:50])
                     since = timezone.now() - timedelta(hours=1)
-                    recent_attempts([(self.backend.pk, "code-review")], since, 10)  # type: ignore[attr-defined]
+                    recent_attempts([(self.backend.pk, "code-review")], since, 10)
                 except Exception as err:
                     self.errors.append(f"{type(err).__name__}: {err}")
                 self.rounds.append((started, time.perf_counter() - started))
@@ -170,7 +171,7 @@ def main() -> None:
         finally:
             drops.append(time.perf_counter() - started)
 
-    analytics.retention.partitions_drop = timed_drop  # type: ignore[assignment]
+    analytics.retention.partitions_drop = timed_drop
     load = Load(tenant, backend)
     load.start()
     time.sleep(3)  # the load alone, to compare with
