@@ -8,6 +8,7 @@ configured with. Django lists them under their app, Routing.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -26,6 +27,7 @@ from flywheel.errors import ValidationError
 from routing.answering.query import trace_path
 from routing.classification.corrections import decision_correct
 from routing.models import Intent, PerformanceRecord, RoutingDecision
+from routing.recording.compact import read
 
 # Correcting a decision adds an example the classifier learns from.
 CORRECT_PERMISSION = "routing.add_intentexample"
@@ -40,6 +42,10 @@ class CorrectionForm(forms.Form):
         field = self.fields["intent"]
         assert isinstance(field, forms.ChoiceField)  # noqa: S101 - declared above
         field.choices = [(i.slug, f"{i.slug} — {i.name}") for i in enabled]
+
+
+def _json(value: Any) -> str:
+    return format_html("<pre>{}</pre>", json.dumps(value, indent=1, ensure_ascii=False))
 
 
 @admin.register(RoutingDecision)
@@ -66,7 +72,9 @@ class RoutingDecisionAdmin(ReadOnlyAdmin):
     search_fields = ["request_id", "question", "error_type"]
     list_select_related = ["tenant", "backend"]
     date_hierarchy = "created_at"
-    readonly_fields = ["trace", "correct"]
+    # The JSON columns as they read (routing.recording.compact), not as they are kept.
+    exclude = ["evidence", "candidates", "fallback_chain"]
+    readonly_fields = ["trace", "correct", "read_evidence", "read_candidates", "read_chain"]
 
     @admin.display(description="Question", ordering="question")
     def short_question(self, obj: RoutingDecision) -> str:
@@ -85,6 +93,18 @@ class RoutingDecisionAdmin(ReadOnlyAdmin):
         return format_html(
             '<a href="{}">Open the trace of this decision</a>', trace_path(decision.request_id)
         )
+
+    @admin.display(description="Evidence")
+    def read_evidence(self, decision: RoutingDecision) -> str:
+        return _json(read(decision).evidence)
+
+    @admin.display(description="Candidates")
+    def read_candidates(self, decision: RoutingDecision) -> str:
+        return _json(read(decision).candidates)
+
+    @admin.display(description="Fallback chain")
+    def read_chain(self, decision: RoutingDecision) -> str:
+        return _json(read(decision).fallback_chain)
 
     @admin.display(description="Correct the intent")
     def correct(self, decision: RoutingDecision) -> str:

@@ -11,10 +11,8 @@ import uuid
 from typing import Any
 
 from django.http import Http404
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     extend_schema,
-    extend_schema_field,
     extend_schema_view,
     inline_serializer,
 )
@@ -38,6 +36,7 @@ from analytics.filters import FORMAT_RULE, AnalyticsQuery, AnswerFormat, Decisio
 from analytics.models import Granularity
 from analytics.reads import backends_by_intent, timeseries
 from analytics.selectors import decision_get, decisions_for
+from analytics.serializers import DecisionSerializer
 from analytics.splits import split_arms
 from analytics.visualize import session_visualization
 from flywheel.authentication import (
@@ -48,51 +47,7 @@ from flywheel.authentication import (
 from flywheel.errors import ValidationError
 from flywheel.openapi import query_parameters
 from flywheel.rest import StrictLimitOffsetPagination, absolute_url, query_values
-from routing.answering.query import trace_path
-from routing.models import RoutingDecision
-
-
-# Needs the request in its context, for trace_url (the docstring would be published).
-class DecisionSerializer(serializers.ModelSerializer):
-    backend = serializers.CharField(source="backend.name", allow_null=True, default=None)
-    flow = serializers.CharField(source="flow.name", allow_null=True, default=None)
-    session_id = serializers.UUIDField(allow_null=True)
-    trace_url = serializers.SerializerMethodField(
-        help_text="The decision's trace page, as the answer gave it (for staff with the "
-        "permission to view routing decisions)."
-    )
-
-    class Meta:
-        model = RoutingDecision
-        fields = [
-            "request_id",
-            "created_at",
-            "session_id",
-            "question",
-            "intent",
-            "intent_confidence",
-            "intent_method",
-            "query_type",
-            "query_type_confidence",
-            "evidence",
-            "routing_method",
-            "backend",
-            "flow",
-            "score",
-            "candidates",
-            "fallback_chain",
-            "outcome",
-            "error_type",
-            "classify_ms",
-            "route_ms",
-            "execute_ms",
-            "total_ms",
-            "trace_url",
-        ]
-
-    @extend_schema_field(OpenApiTypes.URI)
-    def get_trace_url(self, decision: RoutingDecision) -> str:
-        return absolute_url(self.context["request"], trace_path(decision.request_id))
+from routing.recording.compact import names_for
 
 
 class DecisionPagination(StrictLimitOffsetPagination):
@@ -105,6 +60,13 @@ class DecisionListView(ListAPIView):
 
     serializer_class = DecisionSerializer
     pagination_class = DecisionPagination
+
+    def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("many") and args:  # a page: its names in one query per kind of row
+            page = list(args[0])
+            kwargs["context"] = {**self.get_serializer_context(), "names": names_for(page)}
+            args = (page, *args[1:])
+        return super().get_serializer(*args, **kwargs)
 
     def get_queryset(self) -> Any:
         params = self.request.query_params

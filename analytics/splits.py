@@ -2,8 +2,9 @@
 
 A split (routing.models.Split) sends an intent's questions first to one of its
 arms; the decision keeps the arm in its evidence (``evidence.arm``) and its
-first candidate is the arm's backend and flow. Read from the decisions of the
-range (a split runs for days; the rollups do not keep arms).
+first candidate is the arm's backend and flow (by name, or by id in a compact
+row). Read from the decisions of the range (a split runs for days; the rollups
+do not keep arms).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from analytics.reads import window_of
 from flywheel.contract import validated_filters
 from flywheel.models import Tenant
 from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision
+from routing.recording.compact import names_of
 
 
 def split_arms(
@@ -49,17 +51,32 @@ def split_arms(
         decisions = decisions.filter(tenant=tenant)
     if intent:
         decisions = decisions.filter(intent=intent)
+    # The first candidate's backend and flow: by name in rows of the earlier shape, by
+    # id in compact ones (routing.recording.compact), named from their rows here.
     rows = decisions.values_list(
         "intent",
         KT("evidence__arm"),
         KT("candidates__0__backend"),
         KT("candidates__0__flow"),
+        KT("candidates__0__0"),
+        KT("candidates__0__1"),
         "outcome",
         "total_ms",
     )
+    firsts: dict[tuple[Any, ...], list[tuple[str, float]]] = {}
+    for *first, outcome, total_ms in rows.iterator(chunk_size=2000):
+        firsts.setdefault(tuple(first), []).append((outcome, total_ms))
+    names = names_of(
+        {int(key[4]) for key in firsts if key[4] is not None},
+        {int(key[5]) for key in firsts if key[5] is not None},
+    )
     arms: dict[tuple[str, str, str, str], list[tuple[str, float]]] = {}
-    for name, arm, backend, flow, outcome, total_ms in rows.iterator(chunk_size=2000):
-        arms.setdefault((name, arm, backend or "", flow or ""), []).append((outcome, total_ms))
+    for (name, arm, backend, flow, backend_id, flow_id), each in firsts.items():
+        if backend_id is not None:
+            backend = names.backend(int(backend_id))[0]
+        if flow_id is not None:
+            flow = names.flow(int(flow_id))[0]
+        arms.setdefault((name, arm, backend or "", flow or ""), []).extend(each)
     by_intent: dict[str, list[dict[str, Any]]] = {}
     for (name, arm, backend, flow), seen in sorted(arms.items()):
         by_intent.setdefault(name, []).append(_arm(arm, backend, flow, seen))

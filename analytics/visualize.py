@@ -8,6 +8,7 @@ fallback chain, outcome, timings) and the turn that holds its answer.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from analytics.access import Scope
@@ -17,6 +18,7 @@ from flywheel.errors import NotFoundError
 from routing.answering.query import trace_path
 from routing.answering.sessions import session_key
 from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session
+from routing.recording.compact import Names, names_for, read
 from routing.recording.own_writes import reads_own_writes
 from routing.selection.words import why
 
@@ -25,10 +27,13 @@ def visualization_path(session_id: object) -> str:
     return f"/v/{session_id}/"
 
 
-def answered_by(decision: RoutingDecision) -> dict[str, Any] | None:
+def answered_by(
+    decision: RoutingDecision, chain: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any] | None:
     """Who answered: the backend and flow, the cache (and whose answer it kept), or
     Flywheel itself from the conversation; None when nothing answered. An abandoned
-    answer (its client had gone) still names who produced it."""
+    answer (its client had gone) still names who produced it. A backend or flow deleted
+    since is named as the fallback ``chain`` (read back) names it."""
     evidence = decision.evidence or {}
     if decision.outcome not in (*ANSWERED_OUTCOMES, Outcome.ABANDONED):
         return None
@@ -39,12 +44,13 @@ def answered_by(decision: RoutingDecision) -> dict[str, Any] | None:
             "backend": source.get("backend"),
             "flow": source.get("flow"),
         }
-    if decision.backend_id is None:
+    answered = next((a for a in reversed(chain) if a.get("ok")), {})
+    if decision.backend_id is None and not answered:
         return {"source": "flywheel", "backend": None, "flow": None}
     return {
         "source": "backend",
-        "backend": decision.backend.name if decision.backend else None,
-        "flow": decision.flow.name if decision.flow else None,
+        "backend": decision.backend.name if decision.backend else answered.get("backend"),
+        "flow": decision.flow.name if decision.flow else answered.get("flow"),
     }
 
 
@@ -55,10 +61,13 @@ def _answer(decision: RoutingDecision) -> str | None:
         return None
 
 
-def decision_story(decision: RoutingDecision) -> dict[str, Any]:
+def decision_story(decision: RoutingDecision, names: Names | None = None) -> dict[str, Any]:
     """One decision as a person follows it: question → intent → candidates → chain →
-    answer (or error). Needs the decision with its backend, flow and turn."""
-    evidence = decision.evidence or {}
+    answer (or error). Needs the decision with its backend, flow and turn; ``names``
+    from routing.recording.compact.names_for over the decisions shown (by default, this
+    one's)."""
+    kept = read(decision, names)
+    evidence = kept.evidence
     return {
         "request_id": str(decision.request_id),
         "created_at": decision.created_at,
@@ -73,11 +82,11 @@ def decision_story(decision: RoutingDecision) -> dict[str, Any]:
             },
         },
         "query_type": decision.query_type or None,
-        "candidates": list(decision.candidates or []),
-        "why": evidence.get("why") or (why(decision.candidates) if decision.candidates else ""),
-        "fallback_chain": list(decision.fallback_chain or []),
+        "candidates": kept.candidates,
+        "why": evidence.get("why") or (why(kept.candidates) if kept.candidates else ""),
+        "fallback_chain": kept.fallback_chain,
         "outcome": decision.outcome,
-        "answered_by": answered_by(decision),
+        "answered_by": answered_by(decision, kept.fallback_chain),
         "answer": _answer(decision),
         "error": (
             {"type": decision.error_type, "message": decision.error_message}
@@ -117,16 +126,17 @@ def session_visualization(*, scope: Scope, session_id: object) -> dict[str, Any]
     session = sessions.filter(pk=key).first()
     if session is None:
         raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
-    decisions = (
+    decisions = list(
         RoutingDecision.objects.filter(session=session)
         .select_related("backend", "flow", "turn")
         .order_by("created_at", "id")
     )
+    names = names_for(decisions)
     return {
         "session_id": str(session.pk),
         "tenant": session.tenant.slug,
         "created_at": session.created_at,
         "updated_at": session.updated_at,
         "visualization_url": visualization_path(session.pk),
-        "turns": [decision_story(d) for d in decisions],
+        "turns": [decision_story(d, names) for d in decisions],
     }

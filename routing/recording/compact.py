@@ -45,7 +45,7 @@ A backend, flow or rule deleted since reads as "deleted backend #3" (flow, rule)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -185,7 +185,7 @@ def _rule_ids(evidence: Mapping[str, Any]) -> tuple[set[int], set[int]]:
     return intent, {e for found in scopes for e in found if _id(e)}
 
 
-def _rows(model: type[Model], ids: set[int], *columns: str) -> dict[int, tuple[Any, ...]]:
+def _rows(model: type[Model], ids: Collection[int], *columns: str) -> dict[int, tuple[Any, ...]]:
     """``columns`` of the rows of ``model`` among ``ids``, by id (no query for no ids)."""
     if not ids:
         return {}
@@ -207,6 +207,16 @@ def names_for(decisions: Iterable[Stored]) -> Names:
         intent, scope = _rule_ids(decision.evidence or {})
         intent_rules |= intent
         scope_rules |= scope
+    return names_of(backends, flows, intent_rules, scope_rules)
+
+
+def names_of(
+    backends: Collection[int],
+    flows: Collection[int],
+    intent_rules: Collection[int] = (),
+    scope_rules: Collection[int] = (),
+) -> Names:
+    """The names of these backends, flows and rules, by id."""
     return Names(
         backends=_rows(Backend, backends, "name", "kind"),
         flows=_rows(Flow, flows, "name", "external_id"),
