@@ -98,6 +98,7 @@ async def decide_query_type(state: RoutingState, question: str) -> QueryTypeDeci
                 *weights,
                 method="llm",
                 evidence=decision.evidence,
+                rule_ids=decision.rule_ids,
             )
     return below_threshold(decision, threshold)
 

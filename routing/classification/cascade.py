@@ -57,6 +57,9 @@ class IntentResult:
     evidence: tuple[str, ...] = field(default_factory=tuple)
     scores: dict[str, float] = field(default_factory=dict)
     summary: str = ""  # the evidence in words (routing.classification.words)
+    # The ids of the matched rules whose patterns end ``evidence``, in its order (what
+    # the decision keeps of them: routing.recording.compact).
+    rule_ids: tuple[int, ...] = ()
 
     def evidence_shown(self) -> dict[str, Any]:
         """The evidence as callers get it: the sentence, and the raw patterns behind it."""
@@ -101,6 +104,7 @@ def classify_by_rules(rules: IntentRuleSet, question: str) -> IntentResult:
         evidence=tuple(rule.pattern for rule in hits[top]),
         scores=scores,
         summary=words.said_by_rules(top, hits[top], question),
+        rule_ids=tuple(rule.pk for rule in hits[top]),
     )
 
 
@@ -207,5 +211,11 @@ def settle(result: IntentResult, threshold: float) -> IntentResult:
         result.intent, result.confidence, threshold, FALLBACK_INTENT, result.summary
     )
     return IntentResult(
-        FALLBACK_INTENT, result.confidence, "default", evidence, result.scores, summary
+        FALLBACK_INTENT,
+        result.confidence,
+        "default",
+        evidence,
+        result.scores,
+        summary,
+        result.rule_ids,
     )

@@ -37,6 +37,9 @@ class QueryTypeDecision:
     local_weight: float
     method: str = "rules"  # rules | model | llm | fallback
     evidence: dict[str, list[str]] = field(default_factory=dict)
+    # Each scope's matched rules' ids, in the order of ``evidence`` (what the decision
+    # keeps of them: routing.recording.compact).
+    rule_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -57,6 +60,7 @@ def classify_query_type(rules: IntentRuleSet, question: str) -> QueryTypeDecisio
         for scope, scope_rules in rules.scopes.items()
     }
     evidence = {scope: [r.pattern for r in found] for scope, found in hits.items() if found}
+    ids = {scope: tuple(r.pk for r in found) for scope, found in hits.items() if found}
     g = sum(r.weight for r in hits.get("global", []))
     loc = sum(r.weight for r in hits.get("local", []))
     if g + loc == 0:
@@ -72,7 +76,9 @@ def classify_query_type(rules: IntentRuleSet, question: str) -> QueryTypeDecisio
             f"({weight:g}): matched {words.matched(hits[query_type.lower()][:3], question)}."
         )
         weights = (1.0, 0.0) if query_type == GLOBAL else (0.0, 1.0)
-        return QueryTypeDecision(query_type, confidence, reasoning, *weights, evidence=evidence)
+        return QueryTypeDecision(
+            query_type, confidence, reasoning, *weights, evidence=evidence, rule_ids=ids
+        )
     confidence = round(1 - abs(ratio - 0.5), 4) * 0.6
     reasoning = (
         f"Both global patterns ({g:g}: {words.matched(hits['global'][:3], question)}) and "
@@ -85,6 +91,7 @@ def classify_query_type(rules: IntentRuleSet, question: str) -> QueryTypeDecisio
         round(ratio, 4),
         round(1 - ratio, 4),
         evidence=evidence,
+        rule_ids=ids,
     )
 
 
@@ -111,6 +118,7 @@ def by_model(
         round(1 - global_weight, 4),
         method="model",
         evidence=rules.evidence,
+        rule_ids=rules.rule_ids,
     )
 
 
@@ -156,4 +164,5 @@ def below_threshold(decision: QueryTypeDecision, threshold: float) -> QueryTypeD
         1 - g,
         method="fallback",
         evidence=decision.evidence,
+        rule_ids=decision.rule_ids,
     )

@@ -27,6 +27,7 @@ class CompiledRule:
     weight: float
     matcher: Matcher
     number: int = 0  # its place among its intent's rules on the admin page (1 on), if known
+    pk: int = 0  # its IntentPattern's (ScopePattern's) id; 0: not read from the database
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,10 @@ class IntentRuleSet:
 
 
 def _compiled(
-    label: str, pattern: str, is_regex: bool, weight: float, number: int = 0
+    label: str, pattern: str, is_regex: bool, weight: float, number: int = 0, pk: int = 0
 ) -> CompiledRule:
-    return CompiledRule(
-        label, pattern, is_regex, weight, compile_pattern(pattern, is_regex=is_regex), number
-    )
+    matcher = compile_pattern(pattern, is_regex=is_regex)
+    return CompiledRule(label, pattern, is_regex, weight, matcher, number, pk)
 
 
 RuleSpec = tuple[str, bool, float]  # pattern, is_regex, weight
@@ -115,13 +115,14 @@ def _compile(version: int) -> IntentRuleSet:
         priorities[intent.slug] = intent.priority
         # Numbered as the intent's admin page lists its rules, disabled ones included.
         rules[intent.slug] = tuple(
-            _compiled(intent.slug, p.pattern, p.kind == PatternKind.REGEX, p.weight, n)
+            _compiled(intent.slug, p.pattern, p.kind == PatternKind.REGEX, p.weight, n, p.pk)
             for n, p in enumerate(intent.patterns.all(), 1)
             if p.enabled
         )
     scopes: dict[str, tuple[CompiledRule, ...]] = dict.fromkeys(QueryScope.values, ())
     for p in ScopePattern.objects.filter(enabled=True).order_by("scope", "id"):
-        scopes[p.scope] += (_compiled(p.scope, p.pattern, p.kind == PatternKind.REGEX, p.weight),)
+        regex = p.kind == PatternKind.REGEX
+        scopes[p.scope] += (_compiled(p.scope, p.pattern, regex, p.weight, pk=p.pk),)
     return IntentRuleSet(version, rules, priorities, scopes)
 
 

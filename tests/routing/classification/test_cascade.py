@@ -111,6 +111,16 @@ def test_rules_report_confidence_and_the_matching_patterns() -> None:
     assert result.scores["code-review"] > 0
 
 
+def test_the_matching_rules_are_named_by_their_ids_too_below_the_threshold() -> None:
+    result = classify_by_rules(intent_rules(), "Can you review this pull request for bugs?")
+    unsure = settle(result, threshold=1.01)  # no rule is that sure
+
+    patterns = IntentPattern.objects.in_bulk(result.rule_ids)
+    assert [patterns[pk].pattern for pk in result.rule_ids] == list(result.evidence)
+    assert unsure.rule_ids == result.rule_ids
+    assert unsure.evidence[1:] == result.evidence  # a note first, the rules' patterns last
+
+
 def test_nothing_confident_means_general() -> None:
     result = settle(classify_by_rules(intent_rules(), "what's the capital of Peru?"), THRESHOLD)
 

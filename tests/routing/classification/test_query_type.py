@@ -26,6 +26,7 @@ from routing.classification.query_type import (
 )
 from routing.classification.rules import intent_rules
 from routing.install import defaults_load
+from routing.models import ScopePattern
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -94,6 +95,8 @@ def test_ac9_decisions_carry_confidence_and_reasoning() -> None:
 
     assert decision.reasoning
     assert decision.evidence["global"]
+    rules = ScopePattern.objects.in_bulk(decision.rule_ids["global"])
+    assert [rules[pk].pattern for pk in decision.rule_ids["global"]] == decision.evidence["global"]
 
 
 def test_a_question_with_no_signal_is_hybrid_half_and_half() -> None:
