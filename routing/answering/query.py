@@ -20,6 +20,7 @@ from routing.answering.sessions import (
 from routing.classification.cascade import IntentResult, Turn
 from routing.classification.query_type import QueryTypeDecision
 from routing.models import ANSWERED_OUTCOMES, Outcome
+from routing.recording.compact import pack_candidates, pack_rules
 from routing.recording.decision import DecisionData, clipped
 from routing.selection.planning import Plan
 from routing.selection.words import why
@@ -74,28 +75,36 @@ class Query:
         self.timings[name] = round(elapsed - sum(self.timings.values()), 3)
 
     def evidence(self) -> dict[str, Any]:
-        """Why the intent and query type are what they are, for the decision's record."""
+        """Why the intent and query type are what they are, as the decision keeps it
+        (routing.recording.compact): the matched rules by id, the first candidate by
+        its place, and no ``why``, which is said again from the candidates."""
         found: dict[str, Any] = {}
         if self.intent is not None:
-            found["intent"] = list(self.intent.evidence)
+            matched = pack_rules(self.intent.evidence, self.intent.rule_ids)
+            if matched:
+                found["intent"] = matched
             found["intent_summary"] = self.intent.summary
         if self.query_type is not None:
-            qt = self.query_type.as_dict()
+            qt = self.query_type
             found["query_type"] = {
-                k: qt[k]
-                for k in ("reasoning", "global_weight", "local_weight", "method", "evidence")
+                "reasoning": qt.reasoning,
+                "global_weight": qt.global_weight,
+                "local_weight": qt.local_weight,
+                "method": qt.method,
+                "evidence": {
+                    scope: pack_rules(patterns, qt.rule_ids.get(scope, ()))
+                    for scope, patterns in qt.evidence.items()
+                },
             }
         if self.cached_from is not None:
             found["cached_from"] = self.cached_from
         if self.plan is not None and self.plan.explored:
-            found["explored"] = self.plan.candidates[0].backend.name
+            found["explored"] = True  # the first candidate's backend
         if self.plan is not None and self.plan.arm:
             found["arm"] = self.plan.arm  # its A/B split's arm (the analytics page compares)
         first = self.plan.candidates[0] if self.plan is not None and self.plan.candidates else None
         if first is not None and first.trial and first.estimate.retry_due:
-            found["retried"] = first.backend.name  # it was failing: tried once more
-        if self.plan is not None and self.plan.candidates:
-            found["why"] = self.why()
+            found["retried"] = True  # the first candidate's backend was failing: tried again
         return found
 
     def why(self) -> str | None:
@@ -139,7 +148,7 @@ class Query:
             routing_method=self.plan.routing_method
             if self.plan
             else requested_method(self.request),
-            candidates=[c.as_dict() for c in self.plan.candidates] if self.plan else [],
+            candidates=pack_candidates(self.plan.candidates) if self.plan else [],
             timings=dict(self.timings),
             **fields,
         )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from routing.recording.compact import pack_attempts
 from routing.selection.attempt import Attempt
 
 CLIPPED = "\n[… cut: {more} more characters]"
@@ -42,7 +43,7 @@ class DecisionData:
     backend_id: int | None = None
     flow_id: int | None = None
     score: float | None = None
-    candidates: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[Any] = field(default_factory=list)  # as routing.recording.compact packs them
     attempts: tuple[Attempt, ...] = ()
     error_type: str = ""
     error_message: str = ""
@@ -72,7 +73,7 @@ class DecisionData:
             "flow_id": self.flow_id,
             "score": self.score,
             "candidates": self.candidates,
-            "fallback_chain": [a.as_dict() for a in self.attempts],
+            "fallback_chain": pack_attempts(self.attempts),
             "outcome": self.outcome,
             "error_type": self.error_type,
             "error_message": self.error_message,

@@ -1,12 +1,18 @@
 """The decision trace page: staff who may view routing decisions see every tenant's,
-members of a tenant their own (tests/analytics/test_pages.py), and no one else."""
+members of a tenant their own (tests/analytics/test_pages.py), and no one else; and
+what it reads of a decision, whichever shape its row keeps, whatever was deleted since."""
 
 from __future__ import annotations
+
+import html
+import re
 
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
+from backends.models import Backend
+from chatflows.models import Flow
 from flywheel.models import Tenant
 from routing.models import RoutingDecision
 
@@ -77,3 +83,106 @@ def test_staff_without_the_permission_get_403_for_an_unknown_decision_too() -> N
     response = _client_for(_staff()).get("/decisions/00000000-0000-0000-0000-000000000000")
 
     assert response.status_code == 403
+
+
+# --- what it reads: rows of either shape, and what was deleted since -----------------
+
+
+def _dd(page: str, dd_id: str) -> str:
+    """The text of the page's ``<dd id=...>``, its tags left out."""
+    found = re.search(rf'<dd id="{dd_id}">(.*?)</dd>', page, re.DOTALL)
+    assert found is not None, f"no {dd_id} on the page"
+    return " ".join(re.sub(r"<[^>]+>", " ", html.unescape(found.group(1))).split())
+
+
+def _table(page: str, table_id: str) -> list[list[str]]:
+    """The cells of the page's ``<table id=...>``, row by row, the header row left out."""
+    found = re.search(rf'<table id="{table_id}".*?</table>', page, re.DOTALL)
+    assert found is not None, f"no {table_id} on the page"
+    rows = re.findall(r"<tr>(.*?)</tr>", found.group(0), re.DOTALL)[1:]
+    return [
+        [" ".join(re.sub(r"<[^>]+>", " ", html.unescape(c)).split()) for c in cells]
+        for cells in (re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL) for row in rows)
+    ]
+
+
+def test_the_trace_of_a_decision_whose_flow_was_deleted_names_it_so(
+    tenant: Tenant, backend: Backend, admin_client: Client
+) -> None:
+    flow = Flow.objects.create(backend=backend, external_id="ext-7", name="Reviewer")
+    decision = RoutingDecision.objects.create(
+        tenant=tenant,
+        question=QUESTION,
+        outcome="success",
+        intent="code-review",
+        backend=backend,
+        flow=flow,
+        evidence={"intent": ["pull request"], "intent_summary": "matched 'pull request'"},
+        candidates=[[backend.pk, flow.pk, 0.6, 0.97, 0.03, 812.0, 140.0, 0.83, False]],
+        fallback_chain=[[backend.pk, flow.pk, True, 812.4]],
+    )
+    deleted = f"deleted flow #{flow.pk}"
+    flow.delete()
+
+    page = admin_client.get(f"/decisions/{decision.request_id}").content.decode()
+
+    assert _dd(page, "answered-by").startswith(f"flowise-main / {deleted} ")
+    assert _dd(page, "why") == (
+        f"flowise-main / {deleted}: 97 % of 140 recent attempts answered (±3 %), 812 ms "
+        "typical; chosen for the expected 830 ms to an answer."
+    )
+    assert _table(page, "chain") == [["1", "flowise-main", deleted, "answered", "812.4", ""]]
+    assert _table(page, "candidates") == [
+        ["flowise-main", deleted, "97 % ±3", "140", "812", "0.83", "0.600", "no"]
+    ]
+
+
+def test_the_trace_of_a_decision_kept_in_the_earlier_shape_reads_as_it_did(
+    tenant: Tenant, admin_client: Client
+) -> None:
+    decision = RoutingDecision.objects.create(
+        tenant=tenant,
+        question=QUESTION,
+        outcome="fallback",
+        intent="code-review",
+        evidence={
+            "intent": [r"\bpull request\b"],
+            "intent_summary": "matched 'pull request' (code-review rule 1)",
+            "why": "fw / Reviewer: score 0.80.",
+        },
+        candidates=[
+            {"backend": "fw", "kind": "flowise", "flow": "Reviewer", "score": 0.8},
+            {"backend": "lf", "kind": "langflow", "flow": "Echo", "score": 0.7},
+        ],
+        fallback_chain=[
+            {
+                "backend": "fw",
+                "flow": "Reviewer",
+                "ok": False,
+                "latency_ms": 5.0,
+                "error_type": "UnexpectedError",
+                "error": "boom",
+            },
+            {
+                "backend": "lf",
+                "flow": "Echo",
+                "ok": True,
+                "latency_ms": 3.67,
+                "error_type": "",
+                "error": "",
+            },
+        ],
+    )
+
+    page = admin_client.get(f"/decisions/{decision.request_id}").content.decode()
+
+    assert _dd(page, "intent").endswith(
+        r"matched 'pull request' (code-review rule 1) The rules behind it \bpull request\b"
+    )
+    assert _dd(page, "answered-by").startswith("lf / Echo ")  # its backend deleted since
+    assert _dd(page, "why") == "fw / Reviewer: score 0.80."
+    assert [row[1:4] for row in _table(page, "chain")] == [
+        ["fw", "Reviewer", "failed"],
+        ["lf", "Echo", "answered"],
+    ]
+    assert [row[:2] for row in _table(page, "candidates")] == [["fw", "Reviewer"], ["lf", "Echo"]]

@@ -28,6 +28,7 @@ from routing.answering.sessions import SESSION_KEY, PastTurn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.install import defaults_load
 from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy, Turn
+from routing.recording.compact import read
 from routing.recording.performance import evidence_publish_all
 from routing.recording.writer import drain
 from routing.selection import learning
@@ -70,10 +71,12 @@ def test_it_classifies_the_intent_automatically(world: World, tenant: Tenant) ->
 def test_the_decision_records_why_the_intent_was_chosen(world: World, tenant: Tenant) -> None:
     body = ask(tenant, question=REVIEW)
 
-    evidence = RoutingDecision.objects.get().evidence
+    decision = RoutingDecision.objects.get()
+    evidence = decision.evidence
     assert evidence["intent"]
+    assert all(isinstance(rule, int) for rule in evidence["intent"])  # kept by id
     said = body["routing"]["evidence"]
-    assert said == {"summary": evidence["intent_summary"], "raw": evidence["intent"]}
+    assert said == {"summary": evidence["intent_summary"], "raw": read(decision).evidence["intent"]}
     # In words: what the question said, not the patterns (those stay in raw).
     assert said["summary"].startswith("matched 'my pull request' and 'review' (code-review rules ")
     assert all(pattern not in said["summary"] for pattern in said["raw"] if "\\" in pattern)
@@ -591,7 +594,7 @@ def test_an_exhausted_chain_is_an_error_carrying_the_chain(world: World, tenant:
     # The decision (its trace, /v/<id>/) says the error the caller got; each attempt's
     # own error is in its chain.
     assert (decision.error_type, decision.error_message) == ("AllBackendsFailed", error.message)
-    assert [a["error_type"] for a in decision.fallback_chain] == ["UnexpectedError"] * 3
+    assert [a["error_type"] for a in read(decision).fallback_chain] == ["UnexpectedError"] * 3
     assert PerformanceRecord.objects.filter(success=False).count() == 3
 
 
@@ -676,7 +679,7 @@ def test_a_hedge_starts_the_next_backend_past_the_usual_latency_and_the_first_an
     assert chain[1]["hedged"] is True
     assert ended == {"fw": "cancelled"}  # the loser's call was stopped, not left
     decision = RoutingDecision.objects.get()
-    assert [a["error_type"] for a in decision.fallback_chain] == ["Cancelled", ""]
+    assert [a["error_type"] for a in read(decision).fallback_chain] == ["Cancelled", ""]
     assert (decision.outcome, decision.backend) == ("fallback", world.lf)
     # Stopped, fw did not fail: only lf's answer is measured.
     assert [r.backend.name for r in PerformanceRecord.objects.all()] == ["lf"]
@@ -1206,7 +1209,7 @@ def test_a_stream_failing_inside_flywheel_after_its_first_words_ends_with_an_err
     decision = RoutingDecision.objects.get()
     # The decision keeps the error the caller got; the attempt's own is in its chain.
     assert (decision.outcome, decision.error_type) == ("failed", "AllBackendsFailed")
-    assert [a["error_type"] for a in decision.fallback_chain] == ["ClientError"]
+    assert [a["error_type"] for a in read(decision).fallback_chain] == ["ClientError"]
 
 
 def test_a_backend_deleted_since_the_plan_was_made_is_an_attempt_that_failed(
