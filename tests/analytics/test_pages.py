@@ -449,7 +449,11 @@ def test_the_admin_decision_page_links_its_trace(acme: Tenant, admin_client) -> 
 
     page = admin_client.get(f"/admin/routing/routingdecision/{decision.pk}/change/")
 
-    assert f'href="/decisions/{decision.request_id}"' in page.content.decode()
+    shown = page.content.decode()
+    assert f'href="/decisions/{decision.request_id}"' in shown
+    # Its candidates and chain as they read, names and all, not as the row keeps them.
+    assert '"backend": "fw"' in html.unescape(shown)
+    assert '"flow": "reviewer"' in html.unescape(shown)
 
 
 @override_settings(RATE_LIMIT=(1, 60))

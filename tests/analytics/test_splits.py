@@ -18,7 +18,7 @@ from flywheel.models import Membership, Tenant
 from flywheel.services import api_key_create
 from routing.answering.query_input import query_request
 from routing.answering.service import answer_question
-from routing.models import Intent, Split, SplitArm
+from routing.models import Intent, RoutingDecision, Split, SplitArm
 from routing.recording.writer import drain
 from routing.selection import planning
 from tests.routing_world import World, refresh
@@ -105,3 +105,21 @@ def test_the_analytics_page_compares_the_arms(acme: Tenant) -> None:
     assert "code-review: 20 questions sent first to an arm" in page
     assert "lf / echo" in page
     assert "fw / reviewer" in page
+
+
+def test_decisions_kept_in_the_earlier_shape_count_with_their_arm(acme: Tenant) -> None:
+    before = _arms(split_arms(tenant=acme))["A"]["questions"]
+    RoutingDecision.objects.create(
+        tenant=acme,
+        question=REVIEW,
+        intent="code-review",
+        outcome="success",
+        evidence={"arm": "A"},
+        candidates=[{"backend": "fw", "flow": "reviewer", "score": 0.8, "arm": "A"}],
+    )
+
+    arms = _arms(split_arms(tenant=acme))
+
+    assert sorted(arms) == ["A", "B"]  # one arm A, whichever shape its decisions keep
+    assert (arms["A"]["backend"], arms["A"]["flow"]) == ("fw", "reviewer")
+    assert arms["A"]["questions"] == before + 1
