@@ -66,7 +66,8 @@ TURNS = 5  # questions per conversation
 # Each table's heap, TOAST and indexes; a partitioned table's are its partitions' summed.
 SIZES_SQL = """
 SELECT coalesce(parent.relname, c.relname),
-       sum(pg_table_size(c.oid) - toast.bytes), sum(toast.bytes), sum(pg_indexes_size(c.oid))
+       sum(pg_table_size(c.oid) - toast.bytes)::bigint, sum(toast.bytes)::bigint,
+       sum(pg_indexes_size(c.oid))::bigint
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
 LEFT JOIN pg_class parent ON parent.oid = i.inhparent

@@ -6,7 +6,7 @@ its rows moved over, with a partition per day from the oldest row the retention 
 for anything else (older rows, until retention deletes them). A request id becomes
 unique with its created_at, as a partitioned table's unique keys must hold it.
 Indexes another index already starts with are dropped (the tenant's, the session's, the
-backend's). SQLite keeps plain tables. Reversible: the tables become plain again.
+backend's), and a decision's session is indexed only where it has one. SQLite keeps plain tables. Reversible: the tables become plain again.
 """
 
 from datetime import timedelta
@@ -109,6 +109,27 @@ class Migration(migrations.Migration):
             model_name="routingdecision",
             constraint=models.UniqueConstraint(
                 fields=("request_id", "created_at"), name="decision_request_once"
+            ),
+        ),
+        migrations.AlterField(
+            model_name="routingdecision",
+            name="session",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="decisions",
+                to="routing.session",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="routingdecision",
+            index=models.Index(
+                condition=models.Q(("session__isnull", False)),
+                fields=["session"],
+                name="decision_session",
             ),
         ),
         migrations.RunPython(partition, unpartition),

@@ -74,6 +74,7 @@ class RoutingDecision(models.Model):
         Tenant, on_delete=models.CASCADE, related_name="decisions", db_index=False
     )
     # Every reference but the tenant's has no database constraint: see RECORD_REFERENCE.
+    # Indexed where set only (decision_session): most questions come without one.
     session = models.ForeignKey(
         Session,
         on_delete=models.SET_NULL,
@@ -81,6 +82,7 @@ class RoutingDecision(models.Model):
         blank=True,
         related_name="decisions",
         db_constraint=False,
+        db_index=False,
     )
     question = models.TextField()
     intent = models.CharField(max_length=50, blank=True)
@@ -148,6 +150,11 @@ class RoutingDecision(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["tenant", "-created_at"], name="decision_tenant_recent"),
+            models.Index(
+                fields=["session"],
+                condition=models.Q(session__isnull=False),
+                name="decision_session",
+            ),
             # The few corrected decisions, found without reading the others.
             models.Index(
                 fields=["created_at"],
