@@ -8,21 +8,17 @@ finds it (another process's land within milliseconds).
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 
 from django.db.models import QuerySet
 
 from analytics.filters import DecisionFilters
 from analytics.retention import decision_missing
-from flywheel import ids
 from flywheel.contract import validated_filters
 from flywheel.errors import NotFoundError
 from flywheel.models import Tenant
 from routing.answering.sessions import session_key
-from routing.models import RoutingDecision
+from routing.models import RoutingDecision, with_request_id
 from routing.recording.own_writes import reads_own_writes
-
-CLOCK_MARGIN = timedelta(minutes=10)
 
 
 @reads_own_writes
@@ -57,18 +53,6 @@ def decisions_for(
     if session is not None:
         decisions = decisions.filter(session_id=session)
     return decisions
-
-
-def with_request_id(decisions: QuerySet[RoutingDecision], key: uuid.UUID) -> QuerySet:
-    """The decisions of that request id. A version-7 id says when its question came, and
-    its decision was made within the query's budget after: only that day's partitions
-    are read (on PostgreSQL) instead of each one's index."""
-    found = decisions.filter(request_id=key)
-    came = ids.uuid7_time(key)
-    if came is None:
-        return found
-    # Clocks of one host; the margin takes a step of its clock between the two.
-    return found.filter(created_at__gte=came - CLOCK_MARGIN, created_at__lt=came + timedelta(1))
 
 
 def decision_get(tenant: Tenant, request_id: str) -> RoutingDecision:

@@ -13,11 +13,11 @@ from typing import Any
 
 from analytics.access import Scope
 from analytics.retention import decision_missing
-from analytics.selectors import decisions_for, with_request_id
+from analytics.selectors import decisions_for
 from flywheel.errors import NotFoundError
 from routing.answering.query import trace_path
 from routing.answering.sessions import session_key
-from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session
+from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session, with_request_id
 from routing.recording.compact import Names, names_for, read
 from routing.recording.own_writes import reads_own_writes
 from routing.selection.words import why
@@ -115,28 +115,34 @@ def decision_for(scope: Scope, request_id: uuid.UUID) -> RoutingDecision:
 @reads_own_writes
 def session_visualization(*, scope: Scope, session_id: object) -> dict[str, Any]:
     """Every decision of a session the scope may read, oldest first, each as its story.
+    The id of a one-shot question (its request id) shows that question, and the
+    session that continued it if it was.
 
     Raises ValidationError for an id that is not a UUID, NotFoundError for a session
     the scope cannot see (another tenant's is the same as none).
     """
     key = session_key(str(session_id), field="session_id")
     sessions = Session.objects.select_related("tenant")
+    decisions = RoutingDecision.objects.select_related("tenant", "backend", "flow", "turn")
     if scope.tenant is not None:
         sessions = sessions.filter(tenant=scope.tenant)
+        decisions = decisions.filter(tenant=scope.tenant)
     session = sessions.filter(pk=key).first()
-    if session is None:
+    one_shot = list(with_request_id(decisions.filter(session__isnull=True), key))
+    if session is None and not one_shot:
         raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
-    decisions = list(
-        RoutingDecision.objects.filter(session=session)
-        .select_related("backend", "flow", "turn")
-        .order_by("created_at", "id")
-    )
-    names = names_for(decisions)
+    kept = list(decisions.filter(session=session).order_by("created_at", "id")) if session else []
+    found = one_shot + kept
+    if session is not None:
+        tenant, created, updated = session.tenant, session.created_at, session.updated_at
+    else:
+        tenant, created, updated = one_shot[0].tenant, one_shot[0].created_at, None
+    names = names_for(found)
     return {
-        "session_id": str(session.pk),
-        "tenant": session.tenant.slug,
-        "created_at": session.created_at,
-        "updated_at": session.updated_at,
-        "visualization_url": visualization_path(session.pk),
-        "turns": [decision_story(d, names) for d in decisions],
+        "session_id": str(key),
+        "tenant": tenant.slug,
+        "created_at": found[0].created_at if found else created,
+        "updated_at": updated or created,
+        "visualization_url": visualization_path(key),
+        "turns": [decision_story(d, names) for d in found],
     }

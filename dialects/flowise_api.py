@@ -38,7 +38,6 @@ from dialects.extension import (
     renamed_refusal,
 )
 from flywheel.asyncapi import async_api, json_body
-from flywheel.asyncdb import db
 from flywheel.contract import Contract, Says, validated
 from flywheel.errors import (
     ApplicationError,
@@ -49,7 +48,7 @@ from flywheel.errors import (
 from flywheel.models import ApiKey
 from routing.answering.query_input import query_request
 from routing.answering.service import answer_question, query_refused, stream_answer
-from routing.answering.sessions import session_known
+from routing.answering.sessions import session_continued
 from routing.selection.state import current_state
 
 
@@ -104,7 +103,7 @@ async def _query(request: HttpRequest, api_key: ApiKey, flow: str) -> tuple[Any,
     chat_id = body.chatId or overrides.pop("sessionId", None)
     session = None
     if isinstance(chat_id, str):
-        session = await db(session_known)(tenant_id=api_key.tenant_id, session_id=chat_id)
+        session = await session_continued(tenant_id=api_key.tenant_id, session_id=chat_id)
     data: dict[str, Any] = {
         "question": body.question,
         "flow": flow_ref(await current_state(), api_key.tenant_id, flow),

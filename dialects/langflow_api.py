@@ -37,13 +37,12 @@ from dialects.extension import (
     renamed_refusal,
 )
 from flywheel.asyncapi import async_api, json_body
-from flywheel.asyncdb import db
 from flywheel.contract import Contract, Says, validated
 from flywheel.errors import ApplicationError, ValidationError
 from flywheel.models import ApiKey
 from routing.answering.query_input import query_request
 from routing.answering.service import answer_question, query_refused, stream_answer
-from routing.answering.sessions import session_known
+from routing.answering.sessions import session_continued
 from routing.selection.state import current_state
 
 OUTPUT = "ChatOutput-flywheel"  # the component an answer names as its output
@@ -77,7 +76,7 @@ async def _query(request: HttpRequest, api_key: ApiKey, flow: str) -> tuple[RunR
     run = validated(RunRequest, json_body(request))
     session = None
     if run.session_id:
-        session = await db(session_known)(tenant_id=api_key.tenant_id, session_id=run.session_id)
+        session = await session_continued(tenant_id=api_key.tenant_id, session_id=run.session_id)
     data: dict[str, Any] = {
         "question": run.input_value,
         "flow": flow_ref(await current_state(), api_key.tenant_id, flow),

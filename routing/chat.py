@@ -60,7 +60,8 @@ async def chat_ask(request: HttpRequest) -> HttpResponseBase:
     except ApplicationError as err:
         return error_response(err)
     response = StreamingHttpResponse(
-        sse_events(request, stream_answer(asked, tenant=tenant)), content_type="text/event-stream"
+        sse_events(request, stream_answer(asked, tenant=tenant, keep_session=True)),
+        content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -65,10 +65,10 @@ async def record(
             query.recorded = True
             raise
     query.recorded = True
-    if data.answer is not None and query.session_id is not None:
+    if data.session_id is not None and data.answer is not None:
         await session_remember(
             tenant_id=query.tenant.pk,
-            session_id=query.session_id,
+            session_id=data.session_id,
             recent=query.history,
             turn=PastTurn(data.question, data.answer, data.intent, data.backend_id, data.flow_id),
             alone=len(in_flight) <= 1,  # this query is the only one in flight

@@ -6,14 +6,18 @@ backend, no flow) is recorded as the query's decision.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import uuid
 from collections.abc import Sequence
 
 from django.conf import settings
+from django.utils import timezone
 
 from backends.adapters import kinds
 from backends.adapters.base import Exchange
 from chatflows.lifecycle import resolve_flow
+from flywheel import ids
 from flywheel.asyncdb import db
 from flywheel.errors import (
     ApplicationError,
@@ -28,6 +32,7 @@ from routing.answering.query import Query, as_turns
 from routing.answering.query_input import QueryRequest
 from routing.answering.sessions import (
     PastTurn,
+    Recent,
     session_cached,
     session_history,
     session_key,
@@ -44,17 +49,36 @@ from routing.selection.scoring import Candidate, Trial
 from routing.selection.state import RoutingState, current_state, now
 from routing.selection.state import forget as forget_state
 
+# Seconds within which another process has written a one-shot question's decision (its
+# writer writes within milliseconds when it keeps up).
+ONE_SHOT_WRITTEN_WITHIN = 2.0
+
 
 async def _open_session(query: Query) -> None:
-    if query.request.session_id is None:
-        query.session_id = session_new(tenant_id=query.tenant.pk)
+    if query.request.session_id is None:  # one-shot: its request id names it if continued
+        query.session_id = session_new() if query.keep_session else query.request_id
         return
     key = session_key(query.request.session_id)
     recent = session_cached(tenant_id=query.tenant.pk, session_id=key)
     if recent is None:  # not in the cache: read the database once this process's writes land
         await session_settled(key)
-        key, recent = await db(session_recent)(tenant_id=query.tenant.pk, session_id=key)
+        found = await _session_or_one_shot(query.tenant.pk, key)
+        key, recent, query.opening = found.session_id, found.turns, found.opening
     query.session_id, query.history = key, recent
+
+
+async def _session_or_one_shot(tenant_id: int, key: uuid.UUID) -> Recent:
+    """The session, or the one-shot question, of that id. A one-shot question answered
+    by another process a moment ago may not be written yet: for an id made in the
+    last seconds (a version-7 request id says when), the database is asked again."""
+    made = ids.uuid7_time(key)
+    while True:
+        try:
+            return await db(session_recent)(tenant_id=tenant_id, session_id=key)
+        except NotFoundError:
+            if made is None or (timezone.now() - made).total_seconds() > ONE_SHOT_WRITTEN_WITHIN:
+                raise
+        await asyncio.sleep(0.1)
 
 
 async def given_history(state: RoutingState, request: QueryRequest) -> list[PastTurn]:

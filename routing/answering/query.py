@@ -47,6 +47,11 @@ class Query:
     request_id: uuid.UUID = field(default_factory=ids.uuid7)
     started: float = field(default_factory=time.perf_counter)
     session_id: uuid.UUID | None = None
+    # A question without a session id is one-shot: no session is kept for it unless it
+    # is continued (its session id, returned to the caller, is its request id). A door
+    # whose people hold conversations (the chat page) keeps one from the first question.
+    keep_session: bool = False
+    opening: dict[str, Any] | None = None  # the one-shot question this one continues
     history: list[PastTurn] = field(default_factory=list)
     intent: IntentResult | None = None
     query_type: QueryTypeDecision | None = None
@@ -69,6 +74,19 @@ class Query:
         if self.plan is None:
             raise RuntimeError("the query has no plan (it was answered locally)")
         return self.plan
+
+    @property
+    def one_shot(self) -> bool:
+        """Asked without a session id, where no session is kept from the first question."""
+        return self.request.session_id is None and not self.keep_session
+
+    def kept_session(self, answer: str | None) -> bool:
+        """Whether the decision belongs to a session: one the caller named, or one kept
+        from this first question once it has an answer (a session whose id its caller
+        never got would be a conversation nobody can continue or look up)."""
+        if self.request.session_id is not None:
+            return True
+        return self.keep_session and answer is not None
 
     def mark(self, name: str) -> None:
         elapsed = (time.perf_counter() - self.started) * 1000
@@ -127,9 +145,6 @@ class Query:
         intent = self.intent
         qt = self.query_type
         self.timings.setdefault("total_ms", round((time.perf_counter() - self.started) * 1000, 3))
-        # A session opened for this query whose id the caller never got (no answer) is
-        # not kept: it would be a conversation nobody can continue or look up.
-        opened_here = self.request.session_id is None and fields.get("answer") is None
         answer = fields.get("answer")
         if answer is not None and len(answer) > settings.MAX_STORED_ANSWER_CHARS:
             fields["answer"] = clipped(answer, settings.MAX_STORED_ANSWER_CHARS)  # as kept
@@ -138,7 +153,7 @@ class Query:
             tenant_id=self.tenant.pk,
             question=self.request.question,
             outcome=outcome,
-            session_id=None if opened_here else self.session_id,
+            session_id=self.session_id if self.kept_session(answer) else None,
             intent=intent.intent if intent else "",
             intent_confidence=intent.confidence if intent else None,
             intent_method=intent.method if intent else "",
@@ -150,6 +165,7 @@ class Query:
             else requested_method(self.request),
             candidates=pack_candidates(self.plan.candidates) if self.plan else [],
             timings=dict(self.timings),
+            opening=self.opening,
             **fields,
         )
 

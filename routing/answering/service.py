@@ -203,16 +203,18 @@ async def _stream(
 
 
 async def stream_answer(
-    request: QueryRequest, *, tenant: Tenant
+    request: QueryRequest, *, tenant: Tenant, keep_session: bool = False
 ) -> AsyncGenerator[dict[str, Any], None]:
     """Answer as a stream of events: ``chunk`` (text) ..., then ``end`` (the full
-    response body, routing included) or ``error`` (the error shape).
+    response body, routing included) or ``error`` (the error shape). ``keep_session``:
+    a question without a session id starts one (the chat page's conversations), rather
+    than being one-shot (Query.one_shot).
 
     The work runs in its own task: if the consumer stops listening, the
     answer is still completed and recorded.
     """
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-    query = Query(request, tenant)
+    query = Query(request, tenant, keep_session=keep_session)
     logs.request_id.set(str(query.request_id))
     task = asyncio.ensure_future(_stream_producer(query, queue))
     in_flight.add(task)
@@ -238,7 +240,8 @@ async def route_question(request: QueryRequest, *, tenant: Tenant | None) -> dic
     state = await current_state()
     history = await given_history(state, request)
     if request.session_id is not None and tenant is not None:
-        _, history = await db(session_recent)(tenant_id=tenant.pk, session_id=request.session_id)
+        found = await db(session_recent)(tenant_id=tenant.pk, session_id=request.session_id)
+        history = found.turns
     intent = await classify_intent(state, request.question, as_turns(history[-5:]), request.intent)
     query_type = await classify_type(state, request.question)
     candidates: tuple[Candidate, ...] = ()

@@ -1,6 +1,9 @@
 """Sessions: the conversation Flywheel keeps, whichever backend answers.
 
-The database holds every turn. The last few turns of each session are also
+The database holds every turn. A question asked without a session id is one-shot:
+no session is kept for it, and its caller gets its request id as its session id.
+Continued under that id, the session starts then, its first turn that question
+(one_shot_opening). The last few turns of each session are also
 kept in the shared cache, updated as each answer goes out, so that the next
 question of the conversation finds them at once, in whichever process it
 lands, even while the turn's row is still being written behind the response.
@@ -12,17 +15,21 @@ import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from django.db.models import Count, OuterRef, Subquery
+from django.conf import settings
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Left
 from pydantic import Field
 
 from flywheel import ids
+from flywheel.asyncdb import db
 from flywheel.cache import shared_cache, shared_cache_set
 from flywheel.contract import FROM_DIGITS, Contract, Says, validated
 from flywheel.errors import NotFoundError, ValidationError
 from routing.answering.query_input import SESSION_ID_RULE
-from routing.models import Session, Turn
-from routing.recording.own_writes import reads_own_writes
+from routing.models import ANSWERED_OUTCOMES, RoutingDecision, Session, Turn, with_request_id
+from routing.recording.answers import answer_recall
+from routing.recording.decision import clipped
+from routing.recording.own_writes import reads_own_writes, session_settled
 
 RECENT_TURNS = 5
 MAX_SESSIONS_LISTED = 500
@@ -91,7 +98,7 @@ def _cache(key: uuid.UUID, tenant_id: int, turns: list[PastTurn]) -> None:
     shared_cache().set(SESSION_KEY.format(id=key), _entry(tenant_id, turns), SESSION_CACHE_SECONDS)
 
 
-def session_new(*, tenant_id: int) -> uuid.UUID:
+def session_new() -> uuid.UUID:
     """A new session's id; its row is written with its first decision."""
     return ids.uuid4()
 
@@ -109,10 +116,63 @@ def session_cached(*, tenant_id: int, session_id: uuid.UUID) -> list[PastTurn] |
     return [PastTurn(**t) for t in cached["turns"]]
 
 
-def session_recent(
-    *, tenant_id: int, session_id: str | uuid.UUID
-) -> tuple[uuid.UUID, list[PastTurn]]:
-    """The session's id and last turns (oldest first).
+@dataclass(frozen=True)
+class Recent:
+    """A conversation as a query continues it: its id, its last turns (oldest first)
+    and, when it continues a one-shot question, that question as its first turn's
+    record (DecisionData.opening)."""
+
+    session_id: uuid.UUID
+    turns: list[PastTurn]
+    opening: dict[str, Any] | None = None
+
+
+def _one_shots(tenant_id: int) -> QuerySet[RoutingDecision]:
+    """The tenant's answered questions that were asked without a session id."""
+    return RoutingDecision.objects.filter(
+        tenant_id=tenant_id, session__isnull=True, outcome__in=ANSWERED_OUTCOMES
+    )
+
+
+def one_shot_opening(*, tenant_id: int, request_id: uuid.UUID) -> dict[str, Any] | None:
+    """The tenant's answered one-shot question with that request id, as the first turn
+    of the session that continues it (DecisionData.opening); None if there is none.
+
+    No turn holds a one-shot question's answer: it is read from the answer cache, which
+    keeps it for the policy's cache TTL (an hour by default); after that the question
+    is continued with its question alone."""
+    found = (
+        with_request_id(_one_shots(tenant_id), request_id)
+        .values("id", "question", "intent", "backend_id", "flow_id", "created_at")
+        .first()
+    )
+    if found is None:
+        return None
+    cached = answer_recall(tenant_id, found["intent"], found["question"]) or {}
+    return {
+        "question": found["question"],
+        "answer": clipped(str(cached.get("answer") or ""), settings.MAX_STORED_ANSWER_CHARS),
+        "intent": found["intent"],
+        "backend_id": found["backend_id"],
+        "flow_id": found["flow_id"],
+        "decision_id": found["id"],
+        "created_at": found["created_at"].timestamp(),
+    }
+
+
+def _opening_turn(opening: dict[str, Any]) -> PastTurn:
+    return PastTurn(
+        opening["question"],
+        opening["answer"],
+        opening["intent"],
+        opening["backend_id"],
+        opening["flow_id"],
+    )
+
+
+def session_recent(*, tenant_id: int, session_id: str | uuid.UUID) -> Recent:
+    """The session's id and last turns (oldest first); for the id of a one-shot question
+    the tenant asked (its request id), that question as the first turn.
 
     Raises ValidationError for an id that is not a UUID, NotFoundError for a
     session the tenant does not own (another tenant's looks like none at all).
@@ -120,14 +180,17 @@ def session_recent(
     key = session_key(session_id)
     cached = session_cached(tenant_id=tenant_id, session_id=key)
     if cached is not None:
-        return key, cached
+        return Recent(key, cached)
     session = Session.objects.filter(pk=key, tenant_id=tenant_id).first()
     if session is None:
-        raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
+        opening = one_shot_opening(tenant_id=tenant_id, request_id=key)
+        if opening is None:
+            raise NotFoundError(f"No session {key}.", details={"session_id": str(key)})
+        return Recent(key, [_opening_turn(opening)], opening)
     recent = list(session.turns.order_by("-created_at", "-id")[:RECENT_TURNS])
     turns = [_past(t) for t in reversed(recent)]
     _cache(key, tenant_id, turns)
-    return key, turns
+    return Recent(key, turns)
 
 
 async def session_remember(
@@ -153,15 +216,29 @@ async def session_remember(
 
 def session_known(*, tenant_id: int, session_id: str) -> str | None:
     """``session_id`` in canonical form if the tenant has that session (in the cache or
-    the database), else None: a door whose clients choose their own conversation ids
-    (Flowise's chatId) starts a new session for any other."""
+    the database) or had that one-shot question answered, else None: a door whose clients
+    choose their own conversation ids (Flowise's chatId) starts a new session for any
+    other."""
     try:
         key = uuid.UUID(session_id)
     except ValueError:
         return None
     if session_cached(tenant_id=tenant_id, session_id=key) is not None:
         return str(key)
-    return str(key) if Session.objects.filter(pk=key, tenant_id=tenant_id).exists() else None
+    if Session.objects.filter(pk=key, tenant_id=tenant_id).exists():
+        return str(key)
+    return str(key) if with_request_id(_one_shots(tenant_id), key).exists() else None
+
+
+async def session_continued(*, tenant_id: int, session_id: str) -> str | None:
+    """:func:`session_known`, once this process has written what it has of that
+    conversation (a one-shot question answered a moment ago)."""
+    try:
+        key = uuid.UUID(session_id)
+    except ValueError:
+        return None
+    await session_settled(key)
+    return await db(session_known)(tenant_id=tenant_id, session_id=session_id)
 
 
 @reads_own_writes

@@ -14,6 +14,7 @@ from routing.models.decisions import (
     QueryType,
     RoutingDecision,
     RoutingMethod,
+    with_request_id,
 )
 from routing.models.learning import (
     ClassifierKind,
@@ -50,4 +51,5 @@ __all__ = [
     "Split",
     "SplitArm",
     "Turn",
+    "with_request_id",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.utils import timezone
 
 from backends.models import Backend
 from chatflows.models import Flow
@@ -74,7 +75,9 @@ class Turn(models.Model):
         related_name="turn",
         db_constraint=False,
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    # When it was asked; a one-shot question's turn, written when it is continued, is
+    # dated when its decision was (routing.recording.batch_sql).
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -88,20 +88,21 @@ class Backlog:
             self.spilling = True
         return self.spilling
 
-    def add(self, session_id: uuid.UUID | None, size: int) -> None:
-        """Under ``lock``: one more decision of ``session_id``, ``size`` bytes in memory."""
+    def add(self, conversation: uuid.UUID, size: int) -> None:
+        """Under ``lock``: one more decision of ``conversation`` (DecisionData.conversation),
+        ``size`` bytes in memory."""
         self.held += size
-        self._pending[session_id] = self._pending.get(session_id, 0) + 1
+        self._pending[conversation] = self._pending.get(conversation, 0) + 1
 
     def written(self, jobs: Iterable[Job]) -> None:
         with self.lock:
             for job in jobs:
                 self.held -= job.size
-                left = self._pending.get(job.data.session_id, 1) - 1
+                left = self._pending.get(job.data.conversation, 1) - 1
                 if left:
-                    self._pending[job.data.session_id] = left
+                    self._pending[job.data.conversation] = left
                 else:
-                    self._pending.pop(job.data.session_id, None)
+                    self._pending.pop(job.data.conversation, None)
 
     def pending(self, session_id: uuid.UUID | None = None) -> int:
         with self.lock:

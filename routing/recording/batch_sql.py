@@ -24,7 +24,10 @@ skipped with its records and turn: replaying is idempotent. Its created_at is
 the moment it was decided (DecisionData.created_at), the same in every replay,
 so the unique key (request_id, created_at) finds it in its day's partition.
 The other rows' timestamps come from ``clock_timestamp()``, so the turns of one
-batch keep their order by time as well as by id.
+batch keep their order by time as well as by id. A decision that continues a one-shot
+question (DecisionData.opening) starts its session with that question as the first
+turn, dated when it was asked, unless the session was there before the statement
+(which each part of it sees as it was then).
 
 PostgreSQL stores no NUL character and no lone surrogate, in text or jsonb,
 yet a backend's answer (or its error text) may hold either: :func:`storable`
@@ -52,7 +55,7 @@ from routing.recording.decision import DecisionData
 _SQL = """
 WITH batch AS (
     SELECT * FROM jsonb_to_recordset(%s::jsonb) AS d(
-        position int, {decision_types}, attempts jsonb, answer text
+        position int, {decision_types}, attempts jsonb, answer text, opening jsonb
     )
 ),
 sessions AS (
@@ -86,10 +89,24 @@ performance AS (
 )
 INSERT INTO {turn}
     (session_id, question, answer, intent, backend_id, flow_id, decision_id, created_at)
-SELECT batch.session_id, batch.question, batch.answer, batch.intent, {live_backend},
-       {live_flow}, decisions.id, clock_timestamp()
-FROM batch JOIN decisions USING (request_id)
-WHERE batch.session_id IS NOT NULL AND batch.answer IS NOT NULL ORDER BY batch.position
+SELECT session_id, question, answer, intent, backend_id, flow_id, decision_id, created_at
+FROM (
+    (SELECT DISTINCT ON (batch.session_id) batch.position, 0 AS part, batch.session_id,
+            o->>'question' AS question, o->>'answer' AS answer, o->>'intent' AS intent,
+            {live_opening_backend} AS backend_id, {live_opening_flow} AS flow_id,
+            (o->>'decision_id')::bigint AS decision_id,
+            to_timestamp((o->>'created_at')::float8) AS created_at
+     FROM batch CROSS JOIN LATERAL (SELECT batch.opening AS o) AS opening
+     WHERE o IS NOT NULL AND batch.session_id IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM {session} WHERE id = batch.session_id)
+     ORDER BY batch.session_id, batch.position)
+    UNION ALL
+    SELECT batch.position, 1, batch.session_id, batch.question, batch.answer, batch.intent,
+           {live_backend}, {live_flow}, decisions.id, clock_timestamp()
+    FROM batch JOIN decisions USING (request_id)
+    WHERE batch.session_id IS NOT NULL AND batch.answer IS NOT NULL
+) AS turns
+ORDER BY position, part
 """
 
 
@@ -123,6 +140,8 @@ def _statement() -> str:
         live_attempt_flow=_live(Flow, "attempt.flow_id"),
         live_backend=_live(Backend, "batch.backend_id"),
         live_flow=_live(Flow, "batch.flow_id"),
+        live_opening_backend=_live(Backend, "(o->>'backend_id')::bigint"),
+        live_opening_flow=_live(Flow, "(o->>'flow_id')::bigint"),
     )
 
 
@@ -167,6 +186,7 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
             if a.measured  # an attempt the budget cut short says nothing of the backend
         ],
         "answer": data.answer,
+        "opening": data.opening,
     }
 
 
@@ -199,6 +219,16 @@ def bound_cursor() -> CursorWrapper:
     return connection.make_cursor(raw)
 
 
+def referred(batch: Sequence[DecisionData]) -> tuple[set[int | None], set[int | None]]:
+    """The backends and the flows the batch's rows refer to."""
+    backends = {d.backend_id for d in batch} | {a.backend_id for d in batch for a in d.attempts}
+    flows = {d.flow_id for d in batch} | {a.flow_id for d in batch for a in d.attempts}
+    for opening in (d.opening for d in batch if d.opening):
+        backends.add(opening["backend_id"])
+        flows.add(opening["flow_id"])
+    return backends, flows
+
+
 def decisions_insert(batch: Sequence[DecisionData]) -> None:
     """Insert the batch's sessions (or move their updated_at on), decisions, performance
     records and turns. Runs inside the caller's transaction; raises the database's error."""
@@ -207,8 +237,7 @@ def decisions_insert(batch: Sequence[DecisionData]) -> None:
     document = dumps(rows, default=str)
     if any(escape in document for escape in _UNSTORABLE_ESCAPES):  # rare: clean, then again
         document = dumps(storable(rows), default=str)
-    backends = {d.backend_id for d in batch} | {a.backend_id for d in batch for a in d.attempts}
-    flows = {d.flow_id for d in batch} | {a.flow_id for d in batch for a in d.attempts}
+    backends, flows = referred(batch)
     with bound_cursor() as cursor:
         # What a deletion of these must wait for; _live() then finds the ones still there.
         lock = _LOCK.format(backend=Backend._meta.db_table, flow=Flow._meta.db_table)

@@ -54,6 +54,17 @@ class DecisionData:
     # spool after its first write had committed) is the same row both times, which
     # the table's unique key (request id, created_at) refuses (RoutingDecision).
     created_at: float = field(default_factory=time.time)
+    # The question a one-shot query answered, when this decision continues it (its
+    # session_id is that query's request id): {"question", "answer", "intent",
+    # "backend_id", "flow_id", "decision_id", "created_at"}. The writer starts the
+    # session with it as the first turn, unless the session exists already.
+    opening: dict[str, Any] | None = None
+
+    @property
+    def conversation(self) -> uuid.UUID:
+        """What this decision's writes are ordered by: its session, or (a one-shot
+        query, which may be continued) its own request id, which the continuation names."""
+        return self.session_id or self.request_id
 
     def decision_columns(self) -> dict[str, Any]:
         """The RoutingDecision row's columns (by attname), but its id."""

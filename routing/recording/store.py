@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
@@ -26,7 +27,7 @@ from routing.models import (
     Session,
     Turn,
 )
-from routing.recording.batch_sql import decisions_insert, storable
+from routing.recording.batch_sql import decisions_insert, referred, storable
 from routing.recording.decision import DecisionData
 from routing.recording.performance import evidence_publish_soon
 from routing.selection.learning import book
@@ -124,6 +125,7 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
         return flow_id if flow_id in live_flows else None
 
     sessions = {d.session_id: d.tenant_id for d in batch if d.session_id is not None}
+    there = set(Session.objects.filter(pk__in=sessions).values_list("pk", flat=True))
     # New sessions are created; known ones get their updated_at moved on.
     Session.objects.bulk_create(
         [Session(pk=key, tenant_id=tenant) for key, tenant in sessions.items()],
@@ -162,6 +164,21 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
         # records of a deleted backend go with it; one the budget cut short says nothing
         if a.backend_id in live_backends and a.measured
     )
+    openings: dict[Any, Turn] = {}  # the one-shot question a new session continues
+    for data in batch:
+        opening, session = data.opening, data.session_id
+        if opening and session is not None and session not in there and session not in openings:
+            openings[session] = Turn(
+                session_id=session,
+                question=storable(opening["question"]),
+                answer=storable(opening["answer"]),
+                intent=storable(opening["intent"]),
+                backend_id=backend(opening["backend_id"]),
+                flow_id=flow(opening["flow_id"]),
+                decision_id=opening["decision_id"],
+                created_at=datetime.fromtimestamp(opening["created_at"], UTC),
+            )
+    Turn.objects.bulk_create(openings.values())
     Turn.objects.bulk_create(
         Turn(
             session_id=data.session_id,
@@ -180,8 +197,7 @@ def _orm_insert(batch: Sequence[DecisionData]) -> None:
 def _live_references(batch: Sequence[DecisionData]) -> tuple[set[int], set[int]]:
     """The backends and flows the batch names that still exist (one may have been
     deleted while its query was in flight)."""
-    backend_ids = {d.backend_id for d in batch} | {a.backend_id for d in batch for a in d.attempts}
-    flow_ids = {d.flow_id for d in batch} | {a.flow_id for d in batch for a in d.attempts}
+    backend_ids, flow_ids = referred(batch)
     return (
         set(Backend.objects.filter(pk__in=backend_ids - {None}).values_list("pk", flat=True)),
         set(Flow.objects.filter(pk__in=flow_ids - {None}).values_list("pk", flat=True)),

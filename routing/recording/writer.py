@@ -132,13 +132,13 @@ class _Writer:
             else:
                 spool_outage.took()
             size = 0 if spill else len(line)
-            backlog.add(data.session_id, size)
+            backlog.add(data.conversation, size)
         WRITER_BACKLOG.inc()
         if spill:  # only the spool holds it: the first thread reads it back
             self._lanes[0].arrived(batch_full=False)
         else:
             WRITER_MEMORY.inc(size)
-            self._lanes[hash(data.session_id) % self.THREADS].add(
+            self._lanes[hash(data.conversation) % self.THREADS].add(
                 Job(data, performance_window, answer, segment, size), self.BATCH
             )
         return True

@@ -247,12 +247,15 @@ async def test_http_with_a_key_lists_the_tools_and_answers(
     ):
         tools = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("universal_query", {"question": "hello over http"})
+        session = result.structured_content["session_id"]  # continued: a conversation
+        await client.call_tool("universal_query", {"question": "and again", "session_id": session})
         sessions = await client.call_tool("list_sessions", {})
 
     assert "universal_query" in tools
     assert result.structured_content["answer"] == "Echo: hello over http"
     listed = sessions.structured_content["result"]
     assert [s["first_question"] for s in listed] == ["hello over http"]  # the key's tenant's
+    assert [s["turn_count"] for s in listed] == [2]
 
 
 async def test_http_stopped_by_sigterm_leaves_nothing_in_the_spool(

@@ -860,15 +860,17 @@ def test_sessions_are_listed_newest_first_in_one_query(
 
     first = ok(call(key, "universal_query", question=REVIEW))["session_id"]
     second = ok(call(key, "universal_query", question="Summarize the design doc"))["session_id"]
+    ok(call(key, "universal_query", question="What is new?"))  # one-shot, left so
+    ok(call(key, "universal_query", question="And the risks?", session_id=second))
     ok(call(key, "universal_query", question="And the tests?", session_id=first))
 
     with django_assert_num_queries(1):
         rows = sessions_list(tenant_id=tenant.pk, limit=50)
     limited = ok(call(key, "list_sessions", limit=1))["result"]
 
-    assert [str(r["id"]) for r in rows] == [first, second]
+    assert [str(r["id"]) for r in rows] == [first, second]  # no conversation of the one-shot
     assert [(r["turn_count"], r["first_question"]) for r in rows] == [
         (2, REVIEW),
-        (1, "Summarize the design doc"),
+        (2, "Summarize the design doc"),
     ]
     assert [s["id"] for s in limited] == [first]

@@ -73,10 +73,19 @@ def globex(world: World) -> Tenant:
 
 
 def test_an_answered_decision_links_the_turn_holding_its_answer(acme: Tenant) -> None:
-    body = _ask(acme)
+    session = _ask(acme, "Please review my other pull request")["session_id"]
+    body = _ask(acme, session_id=session)
 
     decision = RoutingDecision.objects.get(request_id=body["request_id"])
     assert Turn.objects.get(decision=decision).answer == FW_ANSWER
+
+
+def test_a_one_shot_questions_trace_says_its_answer_was_not_kept(acme: Tenant) -> None:
+    body = _ask(acme)
+
+    page = _staff_reader().get(f"/decisions/{body['request_id']}").content.decode()
+    assert "The answer was not kept: the question came without a session id" in page
+    assert FW_ANSWER not in page
 
 
 def test_a_failed_decision_keeps_the_message_its_caller_got(world: World, acme: Tenant) -> None:
@@ -100,11 +109,11 @@ def test_a_failed_decision_keeps_the_message_its_caller_got(world: World, acme: 
 
 
 def test_a_cached_answer_says_whose_answer_it_kept(world: World, acme: Tenant) -> None:
-    _ask(acme)
+    session = _ask(acme)["session_id"]
     world.set_health(world.fw, healthy=True, cooldown=True)
     world.set_health(world.lf, healthy=True, cooldown=True)
 
-    body = _ask(acme)
+    body = _ask(acme, session_id=session)
 
     decision = RoutingDecision.objects.get(request_id=body["request_id"])
     assert decision.outcome == "cached"
@@ -120,7 +129,8 @@ def test_the_trace_leads_with_the_decision_in_words_and_folds_the_answer(
     """A person reads intent → chosen → why → chain first; the patterns and the answer
     are one click away (a long answer had pushed the chain 6,000 px down)."""
     world.fail(world.fw_route)  # so the chain has a failure and a fallback to read
-    body = _ask(acme)
+    session = _ask(acme, "Please review my other pull request")["session_id"]
+    body = _ask(acme, session_id=session)  # in a conversation, whose turns keep the answers
 
     page = _staff_reader().get(f"/decisions/{body['request_id']}").content.decode()
 

@@ -357,7 +357,7 @@ def test_the_ask_command_prints_the_answer_then_one_line(
         summary,
     ), summary
     assert why.startswith("Why code-review: matched 'my pull request' and 'review' (code-")
-    sid = decision.session_id
+    sid = decision.request_id  # a one-shot question's: continued, it starts the session
     assert session == f"Session {sid}: to continue it, ask ... --session {sid}"
     assert decision.tenant.slug == "default"
     assert not [r for r in caplog.records if r.name == "flywheel.decisions"]  # said once

@@ -21,7 +21,7 @@ from backends.models import Backend, BackendHealth
 from chatflows.models import Flow
 from flywheel.models import Tenant
 from flywheel.services import api_key_create
-from routing.models import PerformanceRecord
+from routing.models import PerformanceRecord, Session
 from routing.recording.writer import drain
 from routing.selection.breaker import MIN_ATTEMPTS, breaker_settle
 from tests.captured import body, response
@@ -85,9 +85,9 @@ def test_a_tenant_cannot_bench_a_shared_backend_with_a_history_it_refuses(
     own_backend(world, tenant)
     world.fw_route.mock(side_effect=behind_a_body_limit)
     attacker, bystander = client_of(tenant), client_of(Tenant.objects.create(name="B", slug="b"))
-    first = query(attacker, question=REVIEW, backend="mine")
+    session = str(Session.objects.create(tenant=tenant).pk)  # whose turns keep the answers
+    first = query(attacker, question=REVIEW, backend="mine", session_id=session)
     assert first.status_code == 200
-    session = first.json()["session_id"]
 
     refused = [
         query(

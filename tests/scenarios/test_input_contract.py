@@ -17,8 +17,9 @@ from analytics.api import DecisionPagination
 from backends.models import Backend
 from flywheel.errors import ValidationError
 from flywheel.jsonin import MAX_DEPTH, parse_json
+from flywheel.models import Tenant
 from routing.answering.query_input import query_request
-from routing.models import PerformanceRecord, RoutingDecision, Turn
+from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 from routing.recording.writer import drain
 from tests.routing_world import LF_ANSWER, World
 
@@ -187,7 +188,7 @@ def test_a_session_path_that_is_not_a_uuid_is_not_found(
 
 @pytest.mark.parametrize(("answer", "stored"), [("a\x00b", "a\ufffdb"), ("x\ud800y", "x\ufffdy")])
 def test_an_answer_holding_nul_or_a_lone_surrogate_is_answered_and_recorded(
-    world: World, api_client: APIClient, answer: str, stored: str
+    world: World, api_client: APIClient, tenant: Tenant, answer: str, stored: str
 ) -> None:
     import httpx
 
@@ -196,7 +197,9 @@ def test_an_answer_holding_nul_or_a_lone_surrogate_is_answered_and_recorded(
     payload = body("flowise", "prediction_agentflow") | {"text": answer}
     world.fw_route.mock(return_value=httpx.Response(200, content=json.dumps(payload).encode()))
 
-    result = api_client.post("/api/v1/query", {"question": REVIEW}, format="json")
+    session = str(Session.objects.create(tenant=tenant).pk)  # whose turns keep the answers
+    asked = {"question": REVIEW, "session_id": session}
+    result = api_client.post("/api/v1/query", asked, format="json")
 
     assert result.status_code == 200, result.content
     assert result.json()["answer"] == answer  # the client hears what the backend said
@@ -438,4 +441,3 @@ def test_a_backend_key_holding_a_line_break_falls_back_to_the_next_candidate(
     drain()
     decision = RoutingDecision.objects.get()
     assert (decision.outcome, decision.backend) == ("fallback", world.lf)
-    assert Turn.objects.filter(session_id=body["session_id"]).count() == 1

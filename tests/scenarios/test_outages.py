@@ -166,10 +166,12 @@ async def test_a_conversation_continued_during_an_outage_is_not_read_stale_after
 ) -> None:
     first = await _query(raw_api_key, {"question": REVIEW})
     session_id = first.json()["session_id"]
+    # One-shot until continued: the second question starts the session (and its cache).
+    await _query(raw_api_key, {"question": "Then the docs?", "session_id": session_id})
     await sync_to_async(drain)()
-    tenant_id = await db(lambda: RoutingDecision.objects.get().tenant_id)()
+    tenant_id = await db(lambda: RoutingDecision.objects.first().tenant_id)()  # type: ignore[union-attr]
     key = uuid.UUID(session_id)
-    assert len(session_cached(tenant_id=tenant_id, session_id=key) or []) == 1
+    assert len(session_cached(tenant_id=tenant_id, session_id=key) or []) == 2
 
     switchable_cache.down = True
     during = await _query(raw_api_key, {"question": "And the tests?", "session_id": session_id})
@@ -177,14 +179,19 @@ async def test_a_conversation_continued_during_an_outage_is_not_read_stale_after
     await sync_to_async(drain)()
     switchable_cache.down = False
 
-    # The cache still holds the one-turn conversation it had before the outage: the
+    # The cache still holds the two turns it had before the outage: the
     # first call that reaches it clears that entry, so readers go to the database.
     assert shared_cache().get("flywheel:probe") is None
     assert session_cached(tenant_id=tenant_id, session_id=key) is None
     after = await _query(raw_api_key, {"question": "Anything else?", "session_id": session_id})
     assert after.status_code == 200, after.json()
     cached = session_cached(tenant_id=tenant_id, session_id=key) or []
-    assert [t.question for t in cached] == [REVIEW, "And the tests?", "Anything else?"]
+    assert [t.question for t in cached] == [
+        REVIEW,
+        "Then the docs?",
+        "And the tests?",
+        "Anything else?",
+    ]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -27,7 +27,7 @@ from routing.answering.service import answer_question, answers_finish, stream_an
 from routing.answering.sessions import SESSION_KEY, PastTurn
 from routing.errors import AllBackendsFailedError, BackendUnavailableError, NoMatchingFlowError
 from routing.install import defaults_load
-from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy, Turn
+from routing.models import PerformanceRecord, RoutingDecision, RoutingPolicy, Session, Turn
 from routing.recording.compact import read
 from routing.recording.performance import evidence_publish_all
 from routing.recording.writer import drain
@@ -441,18 +441,19 @@ def test_a_long_answer_reaches_the_caller_whole_and_is_kept_within_bounds(
 ) -> None:
     settings.MAX_STORED_ANSWER_CHARS = 1_000
     long = "word " * 1_000  # 5,000 characters
+    session = ask(tenant, question="Please review my other pull request")["session_id"]
     world.fw_route.mock(return_value=httpx.Response(200, json={"text": long}))
 
-    first = ask(tenant, question=REVIEW)
-    ask(tenant, question="and now?", session_id=first["session_id"], backend="lf")
+    second = ask(tenant, question=REVIEW, session_id=session)
+    ask(tenant, question="and now?", session_id=session, backend="lf")
 
-    assert first["answer"] == long
-    kept = Turn.objects.filter(session_id=first["session_id"]).order_by("created_at")[0].answer
+    assert second["answer"] == long
+    kept = Turn.objects.get(question=REVIEW).answer
     assert 998 <= len(kept) <= 1_000
     assert kept.startswith("word word")
     assert kept.endswith("more characters]")
-    cached = shared_cache().get(SESSION_KEY.format(id=first["session_id"]))
-    assert cached["turns"][0]["answer"] == kept
+    cached = shared_cache().get(SESSION_KEY.format(id=session))
+    assert cached["turns"][1]["answer"] == kept
     # What travels on with the conversation is what was kept.
     assert kept in world.sent_to_langflow()["input_value"]
     assert long not in world.sent_to_langflow()["input_value"]
@@ -954,10 +955,11 @@ def _answers_slowly(world: World, text: str) -> None:
 
 
 async def _ask_and_leave(tenant: Tenant) -> None:
-    """Ask, then go away before the answer comes."""
-    task = asyncio.ensure_future(
-        answer_question(query_request({"question": REVIEW}), tenant=tenant)
-    )
+    """Ask in a conversation (whose turns keep the answers), then go away before the
+    answer comes."""
+    session = await Session.objects.acreate(tenant=tenant)
+    asked = query_request({"question": REVIEW, "session_id": str(session.pk)})
+    task = asyncio.ensure_future(answer_question(asked, tenant=tenant))
     await asyncio.sleep(0.1)
     task.cancel()  # what Django does to a view whose client disconnects
     with pytest.raises(asyncio.CancelledError):
@@ -1474,8 +1476,9 @@ def test_a_history_the_caller_keeps_goes_to_the_flow_and_steers_a_follow_up(
             {"role": "userMessage", "content": "Please review my pull request"},
             {"role": "apiMessage", "content": "Two nits."},
         ]
-    stored = Turn.objects.filter(session_id=answered["session_id"])
-    assert [t.question for t in stored] == ["And the tests too?"]  # not a copy of the history
+    # One-shot: the caller keeps the conversation, and Flywheel no copy of it.
+    assert not Turn.objects.exists()
+    assert RoutingDecision.objects.get(request_id=answered["request_id"]).session_id is None
 
 
 def test_a_history_with_a_session_is_refused_as_either_or(world: World, tenant: Tenant) -> None:
