@@ -75,11 +75,6 @@ class Query:
             raise RuntimeError("the query has no plan (it was answered locally)")
         return self.plan
 
-    @property
-    def one_shot(self) -> bool:
-        """Asked without a session id, where no session is kept from the first question."""
-        return self.request.session_id is None and not self.keep_session
-
     def kept_session(self, answer: str | None) -> bool:
         """Whether the decision belongs to a session: one the caller named, or one kept
         from this first question once it has an answer (a session whose id its caller

@@ -208,7 +208,7 @@ async def stream_answer(
     """Answer as a stream of events: ``chunk`` (text) ..., then ``end`` (the full
     response body, routing included) or ``error`` (the error shape). ``keep_session``:
     a question without a session id starts one (the chat page's conversations), rather
-    than being one-shot (Query.one_shot).
+    than being one-shot (Query.keep_session).
 
     The work runs in its own task: if the consumer stops listening, the
     answer is still completed and recorded.
