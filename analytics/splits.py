@@ -44,8 +44,9 @@ def split_arms(
     """
     validated_filters(AnalyticsQuery, intent=intent)
     window = window_of(since, until)
-    decisions = RoutingDecision.objects.filter(
-        created_at__gte=window.start, created_at__lt=window.end, evidence__has_key="arm"
+    # The evidence is json text (no has_key): its arm read as text, where it has one.
+    decisions = RoutingDecision.objects.alias(arm=KT("evidence__arm")).filter(
+        created_at__gte=window.start, created_at__lt=window.end, arm__isnull=False
     )
     if tenant is not None:
         decisions = decisions.filter(tenant=tenant)

@@ -11,6 +11,7 @@ from django.utils import timezone
 from backends.models import Backend
 from chatflows.models import Flow
 from flywheel import ids
+from flywheel.fields import CompactJSONField
 from flywheel.models import Tenant
 from routing.models.sessions import Session
 
@@ -93,7 +94,8 @@ class RoutingDecision(models.Model):
     intent_method = models.CharField(max_length=10, choices=IntentMethod.choices, blank=True)
     query_type = models.CharField(max_length=10, choices=QueryType.choices, blank=True)
     query_type_confidence = models.FloatField(null=True, blank=True)
-    evidence = models.JSONField(
+    # Compact JSON text, not jsonb (flywheel.fields.CompactJSONField: a third of the size).
+    evidence = CompactJSONField(
         default=dict,
         blank=True,
         help_text="Why: the intent's matched patterns (or context), the query type's "
@@ -119,10 +121,10 @@ class RoutingDecision(models.Model):
         db_constraint=False,
     )
     score = models.FloatField(null=True, blank=True)
-    candidates = models.JSONField(
+    candidates = CompactJSONField(
         default=list, blank=True, help_text="Each candidate with its factor scores."
     )
-    fallback_chain = models.JSONField(
+    fallback_chain = CompactJSONField(
         default=list, blank=True, help_text="Each attempt, in order, with its outcome."
     )
     outcome = models.CharField(max_length=10, choices=Outcome.choices)

@@ -48,6 +48,7 @@ from django.db.models import Model
 
 from backends.models import Backend
 from chatflows.models import Flow
+from flywheel.fields import CompactJSONField
 from flywheel.jsonout import dumps
 from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 from routing.recording.decision import DecisionData
@@ -121,11 +122,18 @@ def _live(model: type[Model], value: str) -> str:
 def _statement() -> str:
     """The statement, its decision columns and their types read off the model."""
     fields = [f for f in RoutingDecision._meta.concrete_fields if f.attname != "id"]
-    # References to backends and flows that may have gone since the query started.
+    # References to backends and flows that may have gone since the query started;
+    # compact JSON, sent as its text (_row): jsonb_to_recordset would respace it.
     values = [
         _live(f.related_model, f"batch.{f.column}")
         if isinstance(f.related_model, type) and f.related_model in (Backend, Flow)
+        else f"batch.{f.column}::json"
+        if isinstance(f, CompactJSONField)
         else f"batch.{f.column}"
+        for f in fields
+    ]
+    types = [
+        f"{f.column} {'text' if isinstance(f, CompactJSONField) else f.db_type(connection)}"
         for f in fields
     ]
     return _SQL.format(
@@ -136,7 +144,7 @@ def _statement() -> str:
         backend=Backend._meta.db_table,
         decision_columns=", ".join(f.column for f in fields),
         decision_values=", ".join(values),
-        decision_types=", ".join(f"{f.column} {f.db_type(connection)}" for f in fields),
+        decision_types=", ".join(types),
         live_attempt_flow=_live(Flow, "attempt.flow_id"),
         live_backend=_live(Backend, "batch.backend_id"),
         live_flow=_live(Flow, "batch.flow_id"),
@@ -165,10 +173,28 @@ def storable(value: Any) -> Any:
     return value
 
 
+def _json_text(value: Any) -> str:
+    """``value`` as compact JSON text, :func:`storable`."""
+    text = dumps(value, default=str)
+    if any(escape in text for escape in _UNSTORABLE_ESCAPES):
+        text = dumps(storable(value), default=str)
+    return text.decode()
+
+
+@functools.cache
+def _compact_json() -> tuple[str, ...]:
+    """The decision's columns kept as compact JSON text (flywheel.fields.CompactJSONField)."""
+    fields = RoutingDecision._meta.concrete_fields
+    return tuple(f.attname for f in fields if isinstance(f, CompactJSONField))
+
+
 def _row(position: int, data: DecisionData) -> dict[str, Any]:
+    columns = data.decision_columns()
+    for name in _compact_json():
+        columns[name] = _json_text(columns[name])
     return {
         "position": position,
-        **data.decision_columns(),
+        **columns,
         "attempts": [
             {
                 "backend_id": a.backend_id,

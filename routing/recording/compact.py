@@ -2,7 +2,7 @@
 it is read back as a person reads it.
 
 The row keeps ids where another row holds the text (Backend, Flow, IntentPattern,
-ScopePattern), arrays where an object would repeat its keys (jsonb stores each
+ScopePattern), arrays where an object would repeat its keys (the JSON holds each
 object's keys with it), and the numbers the trace shows. Rows written before keep
 the earlier shape: an object per candidate and attempt, names and pattern texts in
 full. Every reader goes through :func:`read`, which takes both and gives the

@@ -561,3 +561,34 @@ def test_a_record_keeps_when_its_attempt_ended_not_when_it_was_written(world: Wo
         )
         assert times["fw"].timestamp() == pytest.approx(ended, abs=0.001)
         assert times["lf"].timestamp() == pytest.approx(time.time(), abs=5)  # when written
+
+
+def test_both_writers_keep_the_json_columns_as_compact_text(world: World) -> None:
+    from django.db import connection
+
+    tenant = Tenant.objects.get(slug="default")
+    columns: dict[str, Any] = {
+        "evidence": {"intent": [7, "follow-up of: why?"], "intent_summary": "matched 'why'"},
+        "candidates": [[world.lf.pk, world.lf_flow.pk, 0.585, 0.8, 0.4619, 1000.0, 0, 2.5, True]],
+    }
+    attempt = Attempt(world.lf.pk, "lf", world.lf_flow.pk, "review", True, 15.5)
+    by_sql, by_orm = (decision(tenant, attempts=(attempt,), **columns) for _ in range(2))
+    _stored_both_ways(by_sql, by_orm)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT evidence::text, candidates::text, fallback_chain::text "
+            "FROM analytics_routingdecision WHERE request_id IN (%s, %s) ORDER BY id",
+            [by_sql.request_id, by_orm.request_id],
+        )
+        stored = cursor.fetchall()
+    # As the json type keeps them: no space after a comma or colon, as jsonb wrote them.
+    expected = (
+        '{"intent":[7,"follow-up of: why?"],"intent_summary":"matched \'why\'"}',
+        f"[[{world.lf.pk},{world.lf_flow.pk},0.585,0.8,0.4619,1000.0,0,2.5,true]]",
+        f"[[{world.lf.pk},{world.lf_flow.pk},true,15.5]]",
+    )
+    assert stored == [expected, expected]
+    assert RoutingDecision.objects.get(request_id=by_sql.request_id).candidates == [
+        [world.lf.pk, world.lf_flow.pk, 0.585, 0.8, 0.4619, 1000.0, 0, 2.5, True]
+    ]

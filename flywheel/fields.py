@@ -1,0 +1,45 @@
+"""Model fields the apps share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from flywheel.jsonout import dumps
+
+
+class CompactJSONField(models.JSONField):
+    """JSON kept as its compact text: PostgreSQL's ``json`` type rather than ``jsonb``.
+
+    For columns written once per question and read whole (a decision's candidates,
+    fallback chain and evidence): jsonb spends about 12 bytes on each number and a
+    header on each element, so a candidate of nine numbers took 120 bytes where its
+    text takes 45. What jsonb has and json lacks is an index and the ``?`` and ``@>``
+    operators: filter by ``KT("column__key")`` (``->>``) instead of ``has_key``.
+    Key transforms (``->``, ``#>``) work on both. Other databases keep their JSON
+    column, written compactly too.
+    """
+
+    def db_type(self, connection: BaseDatabaseWrapper) -> str | None:
+        if connection.vendor == "postgresql":
+            return "json"
+        return super().db_type(connection)
+
+    def get_db_prep_value(
+        self, value: Any, connection: BaseDatabaseWrapper, prepared: bool = False
+    ) -> Any:
+        if hasattr(value, "as_sql"):
+            return value
+        if not prepared:
+            value = self.get_prep_value(value)
+        if isinstance(value, models.Value) and isinstance(value.output_field, models.JSONField):
+            value = value.value
+        # Text with no spaces: json keeps what it is given, jsonb's text has them.
+        return dumps(value, default=str).decode()
+
+    def from_db_value(self, value: Any, expression: Any, connection: BaseDatabaseWrapper) -> Any:
+        if connection.vendor == "postgresql":
+            return value  # psycopg loads json itself (jsonb Django has it read as text)
+        return super().from_db_value(value, expression, connection)
