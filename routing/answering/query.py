@@ -20,7 +20,7 @@ from routing.answering.sessions import (
 from routing.classification.cascade import IntentResult, Turn
 from routing.classification.query_type import QueryTypeDecision
 from routing.models import ANSWERED_OUTCOMES, Outcome
-from routing.recording.compact import pack_candidates, pack_rules
+from routing.recording.compact import pack_candidates, pack_rules, summary_said_again
 from routing.recording.decision import DecisionData, clipped
 from routing.selection.planning import Plan
 from routing.selection.words import why
@@ -90,13 +90,15 @@ class Query:
     def evidence(self) -> dict[str, Any]:
         """Why the intent and query type are what they are, as the decision keeps it
         (routing.recording.compact): the matched rules by id, the first candidate by
-        its place, and no ``why``, which is said again from the candidates."""
+        its place, and no ``why``, which is said again from the candidates (nor the
+        rules' summary, said again from the question and the rules)."""
         found: dict[str, Any] = {}
         if self.intent is not None:
             matched = pack_rules(self.intent.evidence, self.intent.rule_ids)
             if matched:
                 found["intent"] = matched
-            found["intent_summary"] = self.intent.summary
+            if not summary_said_again(self.intent.method, self.intent.rule_ids):
+                found["intent_summary"] = self.intent.summary
         if self.query_type is not None:
             qt = self.query_type
             found["query_type"] = {

@@ -36,15 +36,20 @@ earlier shape back (names as their rows hold them today).
   rather than the backend's name;
 - ``why`` is not kept: routing.selection.words.why says it again from the
   candidates, in the same words;
-- ``intent_summary`` is kept (some 80 characters): the intent's evidence in words
-  as it stood (the rules' texts and numbers change, and the model's probabilities
-  are not kept), so it cannot be said again later.
+- ``intent_summary``, the intent's evidence in words (some 80 characters), is kept
+  where it cannot be said again: the model's probabilities, a threshold, a topic are
+  not kept. Rules are (:func:`summary_said_again`): matched by rules, the question
+  and the rules' ids say it again as routing said it (``matched 'review' (code-review
+  rule 2)``), with the rules as they read today, as the raw evidence is.
 
 A backend, flow or rule deleted since reads as "deleted backend #3" (flow, rule).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -53,7 +58,10 @@ from django.db.models import Model
 
 from backends.models import Backend
 from chatflows.models import Flow
-from routing.models import IntentPattern, ScopePattern
+from routing.classification.rules import CompiledRule
+from routing.classification.words import said_by_rules
+from routing.models import IntentPattern, PatternKind, ScopePattern
+from routing.patterns import compile_pattern
 from routing.selection.attempt import Attempt
 from routing.selection.scoring import Candidate
 from routing.selection.words import why
@@ -132,6 +140,13 @@ def pack_rules(evidence: Sequence[str], ids: Sequence[int]) -> list[str | int]:
     return [*evidence[:notes], *(pk or pattern for pk, pattern in rules)]
 
 
+def summary_said_again(method: str, rule_ids: Sequence[int]) -> bool:
+    """Whether a decision's intent summary is said again from its question and rules
+    when read (:func:`read`), and so not kept: an intent the rules gave, from rules
+    read from the database (an id each)."""
+    return method == "rules" and bool(rule_ids) and all(rule_ids)
+
+
 # --- Reading back ------------------------------------------------------------------
 
 
@@ -146,7 +161,8 @@ class Names:
 
     backends: Mapping[int, tuple[str, str]] = field(default_factory=dict)
     flows: Mapping[int, tuple[str, str]] = field(default_factory=dict)
-    intent_rules: Mapping[int, tuple[str]] = field(default_factory=dict)
+    # An intent rule's pattern, kind and number (its place on its intent's admin page).
+    intent_rules: Mapping[int, tuple[str, str, int]] = field(default_factory=dict)
     scope_rules: Mapping[int, tuple[str]] = field(default_factory=dict)
 
     def backend(self, pk: int) -> tuple[str, str | None]:
@@ -161,14 +177,32 @@ class Names:
         """An intent rule's (a scope rule's) pattern, from its id; text as it is."""
         if not _id(value):
             return str(value)
-        rules = self.scope_rules if scope else self.intent_rules
-        return rules.get(int(value), (f"deleted rule #{value}",))[0]
+        if scope:
+            return self.scope_rules.get(int(value), (f"deleted rule #{value}",))[0]
+        found = self.intent_rules.get(int(value))
+        return found[0] if found else f"deleted rule #{value}"
+
+    def compiled(self, intent: str, pk: int) -> CompiledRule | None:
+        """An intent rule as classification compiles it (None: deleted since)."""
+        found = self.intent_rules.get(pk)
+        if found is None:
+            return None
+        pattern, kind, number = found
+        regex = kind == PatternKind.REGEX
+        return CompiledRule(intent, pattern, regex, 1.0, _matcher(pattern, regex), number, pk)
+
+
+@functools.lru_cache(maxsize=512)
+def _matcher(pattern: str, regex: bool) -> Any:
+    return compile_pattern(pattern, is_regex=regex)
 
 
 class Stored(Protocol):
     """What a decision row holds that :func:`read` reads (a RoutingDecision)."""
 
+    question: str
     intent: str
+    intent_method: str
     evidence: Any
     candidates: Any
     fallback_chain: Any
@@ -220,9 +254,27 @@ def names_of(
     return Names(
         backends=_rows(Backend, backends, "name", "kind"),
         flows=_rows(Flow, flows, "name", "external_id"),
-        intent_rules=_rows(IntentPattern, intent_rules, "pattern"),
+        intent_rules=_numbered(intent_rules),
         scope_rules=_rows(ScopePattern, scope_rules, "pattern"),
     )
+
+
+def _numbered(ids: Collection[int]) -> dict[int, tuple[str, str, int]]:
+    """The pattern, kind and number of the intent rules among ``ids``: numbered as
+    their intents' admin pages list them (routing.classification.rules), disabled
+    rules included."""
+    if not ids:
+        return {}
+    intents = IntentPattern.objects.filter(pk__in=ids).values("intent_id")
+    every = IntentPattern.objects.filter(intent_id__in=intents).values_list(
+        "pk", "intent_id", "pattern", "kind"
+    )
+    found: dict[int, tuple[str, str, int]] = {}
+    for _, rules in itertools.groupby(every, key=operator.itemgetter(1)):
+        for number, (pk, _, pattern, kind) in enumerate(rules, 1):
+            if pk in ids:
+                found[pk] = (pattern, kind, number)
+    return found
 
 
 def unpack_candidates(stored: Any, names: Names) -> list[dict[str, Any]]:
@@ -288,6 +340,15 @@ def unpack_evidence(
     return found
 
 
+def _said_again(decision: Stored, names: Names) -> str:
+    """The summary of an intent the rules gave (:func:`summary_said_again`), from the
+    rules still there ("" when none is, or in a row of the earlier shape)."""
+    stored = (decision.evidence or {}).get("intent") or ()
+    rules = [names.compiled(decision.intent, int(e)) for e in stored if _id(e)]
+    hits = [rule for rule in rules if rule is not None]
+    return said_by_rules(decision.intent, hits, decision.question) if hits else ""
+
+
 @dataclass(frozen=True)
 class Read:
     """A decision's evidence, candidates and fallback chain, as a person reads them."""
@@ -304,6 +365,8 @@ def read(decision: Stored, names: Names | None = None) -> Read:
         names = names_for([decision])
     candidates = unpack_candidates(decision.candidates, names)
     evidence = unpack_evidence(decision.evidence, candidates, names)
+    if "intent_summary" not in evidence and decision.intent_method == "rules":
+        evidence["intent_summary"] = _said_again(decision, names)
     if "why" not in evidence and _packed(decision.candidates):
         explored = bool(evidence.get("explored"))
         evidence["why"] = why(candidates, explored=explored, intent=decision.intent)

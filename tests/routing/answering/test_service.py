@@ -76,7 +76,10 @@ def test_the_decision_records_why_the_intent_was_chosen(world: World, tenant: Te
     assert evidence["intent"]
     assert all(isinstance(rule, int) for rule in evidence["intent"])  # kept by id
     said = body["routing"]["evidence"]
-    assert said == {"summary": evidence["intent_summary"], "raw": read(decision).evidence["intent"]}
+    # The rules' summary is said again from the question and the rules, not kept.
+    assert "intent_summary" not in evidence
+    kept = read(decision).evidence
+    assert said == {"summary": kept["intent_summary"], "raw": kept["intent"]}
     # In words: what the question said, not the patterns (those stay in raw).
     assert said["summary"].startswith("matched 'my pull request' and 'review' (code-review rules ")
     assert all(pattern not in said["summary"] for pattern in said["raw"] if "\\" in pattern)

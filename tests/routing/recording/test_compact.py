@@ -19,6 +19,7 @@ from routing.recording.compact import (
     pack_candidates,
     pack_rules,
     read,
+    summary_said_again,
     unpack_attempts,
     unpack_candidates,
 )
@@ -166,7 +167,8 @@ def test_matched_rules_are_kept_as_their_ids_and_other_evidence_as_text() -> Non
 
 def _row(**columns: Any) -> RoutingDecision:
     """A decision as read from the database (not saved)."""
-    return RoutingDecision(question="q", intent="code-review", outcome="success", **columns)
+    given = {"question": "q", "intent": "code-review", "outcome": "success"}
+    return RoutingDecision(**(given | columns))
 
 
 @pytest.mark.django_db
@@ -200,6 +202,46 @@ def test_a_compact_row_reads_back_with_its_rules_texts_and_its_why(
     assert [(a["backend"], a["flow"], a["ok"]) for a in kept.fallback_chain] == [
         ("flowise-main", "Reviewer", True)
     ]
+
+
+@pytest.mark.django_db
+def test_the_rules_summary_is_said_again_with_the_rules_as_they_read_today() -> None:
+    intent, _ = Intent.objects.get_or_create(slug="code-review", defaults={"name": "Review"})
+    review = IntentPattern.objects.create(intent=intent, pattern="review", weight=2)
+    pr = IntentPattern.objects.create(intent=intent, pattern="pull request", weight=1)
+    decision = _row(
+        question="Please review my pull request",
+        intent_method="rules",
+        evidence={"intent": [review.pk, pr.pk]},
+    )
+    assert summary_said_again("rules", (review.pk, pr.pk))
+
+    said = read(decision).evidence["intent_summary"]
+
+    assert said == "matched 'review' and 'pull request' (code-review rules 1 and 2)"
+    # Reweighted, the admin page lists the rule second: so does the summary.
+    IntentPattern.objects.filter(pk=review.pk).update(weight=0.5)
+    said = read(decision).evidence["intent_summary"]
+    assert said == "matched 'review' and 'pull request' (code-review rules 2 and 1)"
+    pr.delete()
+    assert read(decision).evidence["intent_summary"] == "matched 'review' (code-review rule 1)"
+    review.delete()
+    assert read(decision).evidence["intent_summary"] == ""
+
+
+@pytest.mark.django_db
+def test_a_summary_the_rules_cannot_say_again_is_kept_and_read_as_kept() -> None:
+    kept = "matched 'review' (code-review rule 1), but code-review at 0.55 is under the 0.70 threshold, so general"  # noqa: E501
+    assert not summary_said_again("default", (3,))  # the threshold is not kept
+    assert not summary_said_again("rules", (3, 0))  # a shipped rule, not in the database
+    assert not summary_said_again("context", ())
+    decision = _row(
+        intent="general",
+        intent_method="default",
+        evidence={"intent": ["below threshold: code-review at 0.55", 3], "intent_summary": kept},
+    )
+
+    assert read(decision).evidence["intent_summary"] == kept
 
 
 @pytest.mark.django_db
