@@ -11,6 +11,10 @@ so the analytics pages still compare backends over months. Beat runs
   and in milliseconds; rows the default partition holds are deleted like SQLite's;
 - on SQLite (the first run), it deletes the old rows in batches.
 
+On PostgreSQL it also packs the indexes of each day that has passed, once
+(flywheel.partitions.partitions_pack): while a day is written, some of them keep
+their pages half full.
+
 Nothing is dropped that the rollups have not read yet: the cut never passes the
 oldest decision still waiting for them.
 """
@@ -29,7 +33,13 @@ from django.utils import timezone
 from analytics.models import RollupState
 from flywheel import ids
 from flywheel.errors import ApplicationError, ExpiredError, NotFoundError
-from flywheel.partitions import DEFAULT, is_partitioned, partitions_drop, partitions_ensure
+from flywheel.partitions import (
+    DEFAULT,
+    is_partitioned,
+    partitions_drop,
+    partitions_ensure,
+    partitions_pack,
+)
 from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 
 logger = logging.getLogger(__name__)
@@ -99,10 +109,12 @@ def retention_apply(*, now: datetime | None = None) -> dict[str, Any]:
     """Make the days ahead, and drop (or delete) what is past the retention.
 
     Returns what it did: ``kept_since`` (where the raw rows now start),
-    ``partitions_made`` and ``partitions_dropped`` (names), ``rows_deleted`` (per
-    table) and ``sessions_deleted``. A partition that could not be dropped in time
-    (its table busy past flywheel.partitions.LOCK_TIMEOUT) is logged and left for the
-    next run.
+    ``partitions_made`` and ``partitions_dropped`` (names), ``indexes_packed``
+    (names), ``rows_deleted`` (per table) and ``sessions_deleted``. A partition that
+    could not be dropped in time (its table busy past
+    flywheel.partitions.LOCK_TIMEOUT), or an index that could not be packed, is
+    logged and left for the next run. Indexes are packed only outside a transaction
+    (a rebuild that lets writes go on cannot run in one).
     """
     now = now or timezone.now()
     cut = _cut(now)
@@ -112,6 +124,7 @@ def retention_apply(*, now: datetime | None = None) -> dict[str, Any]:
         RollupState.objects.filter(pk=1).update(raw_since=cut)
     made: list[str] = []
     dropped: list[str] = []
+    packed: list[str] = []
     deleted: dict[str, int] = {}
     for model in PARTITIONED:
         table = model._meta.db_table
@@ -124,6 +137,11 @@ def retention_apply(*, now: datetime | None = None) -> dict[str, Any]:
                 dropped += partitions_drop(table, cut)
             except Exception as err:  # the next run tries again
                 logger.warning("A partition of %s was not dropped: %s", table, err)
+            if not connection.in_atomic_block:
+                try:
+                    packed += partitions_pack(table, today)
+                except Exception as err:  # the next run tries again
+                    logger.warning("An index of %s was not packed: %s", table, err)
             table = DEFAULT.format(table=table)
         deleted[model._meta.db_table] = _delete_before(table, cut)
     sessions = 0
@@ -132,18 +150,21 @@ def retention_apply(*, now: datetime | None = None) -> dict[str, Any]:
     ):
         # Their turns are older still, gone already: no cascade to look for.
         sessions += Session.objects.filter(pk__in=batch)._raw_delete(connection.alias)
-    if dropped or any(deleted.values()) or sessions:
+    if dropped or any(deleted.values()) or sessions or packed:
         logger.info(
-            "Retention: kept since %s; dropped %s; deleted %s rows and %d sessions",
+            "Retention: kept since %s; dropped %s; deleted %s rows and %d sessions; "
+            "packed %d indexes",
             cut.isoformat(),
             ", ".join(dropped) or "no partition",
             sum(deleted.values()),
             sessions,
+            len(packed),
         )
     return {
         "kept_since": cut,
         "partitions_made": made,
         "partitions_dropped": dropped,
+        "indexes_packed": packed,
         "rows_deleted": deleted,
         "sessions_deleted": sessions,
     }

@@ -57,10 +57,17 @@ class Mode:
     redis: dict[str, KeyKind]
     # The decision row's columns: average stored bytes (pg_column_size) over its rows.
     decision_columns: dict[str, float] = field(default_factory=dict)
+    # The same growth once the day has passed and its indexes are packed, as beat packs
+    # them (flywheel.partitions.partitions_pack); empty where nothing is partitioned.
+    packed: dict[str, TableSize] = field(default_factory=dict)
 
     @property
     def pg_total(self) -> int:
         return sum(t.total for t in self.tables.values())
+
+    @property
+    def pg_packed(self) -> int | None:
+        return sum(t.total for t in self.packed.values()) if self.packed else None
 
     @property
     def redis_memory(self) -> int:
@@ -117,6 +124,13 @@ def _table_lines(mode: Mode) -> list[str]:
         )
     total = per_question(mode.pg_total, n)
     lines.append(f"  {'PostgreSQL in all':<42}{total:>9.0f}")
+    if mode.pg_packed is not None:
+        indexes = per_question(sum(t.indexes for t in mode.packed.values()), n)
+        packed = per_question(mode.pg_packed, n)
+        lines.append(
+            f"  {'once the day is packed':<42}{packed:>9.0f}"
+            f"   (indexes {indexes:.0f} B/q, as beat packs a day that has passed)"
+        )
     return lines
 
 
@@ -163,8 +177,13 @@ def report(modes: list[Mode]) -> str:
         lines += _table_lines(mode) + _redis_lines(mode) + _biggest_lines(mode)
         pg = gb_per_million(per_question(mode.pg_total, mode.questions))
         redis = gb_per_million(per_question(mode.redis_memory, mode.questions))
+        if mode.pg_packed is not None:
+            packed = gb_per_million(per_question(mode.pg_packed, mode.questions))
+            pg_text = f"{pg:.2f} GB ({packed:.2f} GB once packed)"
+        else:
+            pg_text = f"{pg:.2f} GB"
         lines.append(
-            f"  per million questions: PostgreSQL {pg:.2f} GB, "
+            f"  per million questions: PostgreSQL {pg_text}, "
             f"Redis {redis:.2f} GB (while the keys live)"
         )
     return "\n".join(lines)
@@ -183,6 +202,9 @@ def as_json(modes: list[Mode]) -> dict[str, Any]:
                 for name, size in mode.tables.items()
             },
             "postgres_per_question": per_question(mode.pg_total, n),
+            "postgres_per_question_packed": (
+                None if mode.pg_packed is None else per_question(mode.pg_packed, n)
+            ),
             "redis": {
                 kind: {
                     "keys": keys.keys,

@@ -145,6 +145,50 @@ def partitions_drop(table: str, before: datetime) -> list[str]:
     return old
 
 
+# A packed index's storage parameter: its pages full, for a day no longer written.
+PACKED = "fillfactor=100"
+
+
+def partition_indexes(cursor: Any, table: str) -> list[tuple[str, bool, list[str]]]:
+    """The indexes of ``table``: name, whether valid, storage parameters."""
+    cursor.execute(
+        "SELECT i.relname, x.indisvalid, COALESCE(i.reloptions, '{}') FROM pg_index x "
+        "JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass(%s)",
+        [table],
+    )
+    return [(name, valid, list(options)) for name, valid, options in cursor.fetchall()]
+
+
+def partitions_pack(table: str, before: date) -> list[str]:
+    """Rebuild the indexes of the day partitions before ``before`` that are not packed
+    yet, their pages full; returns the names of the indexes packed.
+
+    While its day is written, an index whose new entries go in the middle (the newest
+    of each backend and intent in perf_backend_intent_recent) splits a full page in
+    two halves, and leaves most of its pages half full: a rebuild, once the day has
+    passed, takes about half the space. Each is rebuilt CONCURRENTLY, so reads and the
+    odd late write go on meanwhile (outside a transaction: the caller must not be in
+    one). A rebuild that fails leaves the index as it was and is tried again next run;
+    what it left behind (an invalid copy, ``<index>_ccnew``) is dropped first."""
+    packed = []
+    for partition in partitions(table):
+        if partition.day is None or partition.day >= before:
+            continue
+        with connection.cursor() as cursor:
+            for name, valid, options in partition_indexes(cursor, partition.name):
+                if not valid and "_ccnew" in name:
+                    cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                elif valid and "_ccnew" not in name and PACKED not in options:
+                    try:
+                        cursor.execute(f"ALTER INDEX {name} SET ({PACKED})")
+                        cursor.execute(f"REINDEX INDEX CONCURRENTLY {name}")
+                    except Exception:
+                        cursor.execute(f"ALTER INDEX {name} RESET (fillfactor)")
+                        raise
+                    packed.append(name)
+    return packed
+
+
 Definitions = list[tuple[str, str]]
 
 

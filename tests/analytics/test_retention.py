@@ -185,3 +185,46 @@ def test_the_api_answers_410_in_the_error_shape_for_an_expired_decision(
     error = response.json()["error"]
     assert error["type"] == "ExpiredError"
     assert error["details"]["request_id"] == str(request_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_day_that_has_passed_has_its_indexes_packed_once(backend: Backend) -> None:
+    table = PerformanceRecord._meta.db_table
+    day = RECENT.date()
+    partitions_ensure(table, day, NOW.date())
+    start = datetime.combine(day, datetime.min.time(), UTC)
+    intents = ["general", "code-review", "technical-analysis", "summarize", "creative-orientation"]
+    # As a day is written: each intent's newest record goes at the end of its range,
+    # in the middle of the index.
+    PerformanceRecord.objects.bulk_create(
+        PerformanceRecord(
+            backend=backend,
+            intent=intents[n % len(intents)],
+            latency_ms=10,
+            success=True,
+            created_at=start + timedelta(seconds=n),
+        )
+        for n in range(6000)
+    )
+    with connection.cursor() as cursor:  # named by PostgreSQL, its table's name cut short
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
+            [day_partition(table, day), "%(backend_id, intent, created_at)"],
+        )
+        (recent,) = cursor.fetchone()
+
+    def size(index: str) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_relation_size(to_regclass(%s))", [index])
+            return int(cursor.fetchone()[0])
+
+    written = size(recent)
+    done = retention_apply(now=NOW)
+
+    assert recent in done["indexes_packed"]
+    assert f"{day_partition(table, day)}_pkey" in done["indexes_packed"]
+    assert not [name for name in done["indexes_packed"] if f"{NOW:%Y%m%d}" in name]  # today's
+    assert size(recent) < 0.7 * written  # it was mostly half-full pages
+    assert retention_apply(now=NOW)["indexes_packed"] == []  # packed once
+    newest = PerformanceRecord.objects.filter(backend=backend, intent="summarize")
+    assert newest.order_by("-created_at")[0].created_at == start + timedelta(seconds=5998)

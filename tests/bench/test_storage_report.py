@@ -69,3 +69,17 @@ def test_the_json_keeps_every_figure() -> None:
     assert figures["postgres_per_question"] == 2400
     assert figures["redis"]["session"]["median_ttl_seconds"] == 86_400
     assert figures["gb_per_million"]["postgres"] == 2.4
+    assert figures["postgres_per_question_packed"] is None  # nothing partitioned
+
+
+def test_the_report_gives_the_growth_once_the_day_is_packed_too() -> None:
+    packed = Mode(
+        **{**MODE.__dict__, "packed": {"decisions": TableSize(1000, 1_400_000, 400_000, 120_000)}}
+    )
+
+    text = report([packed])
+
+    assert "once the day is packed" in text
+    assert "1920   (indexes 120 B/q" in text
+    assert "PostgreSQL 2.40 GB (1.92 GB once packed)" in text
+    assert as_json([packed])["one-shot"]["postgres_per_question_packed"] == 1920
