@@ -43,3 +43,17 @@ class CompactJSONField(models.JSONField):
         if connection.vendor == "postgresql":
             return value  # psycopg loads json itself (jsonb Django has it read as text)
         return super().from_db_value(value, expression, connection)
+
+
+class RealField(models.FloatField):
+    """A float kept in 4 bytes (PostgreSQL's ``real``), not 8: about 7 significant
+    digits, as many as a timing in milliseconds, a score or a confidence needs.
+
+    PostgreSQL writes a real as the shortest text that reads back as it (0.77, not
+    0.7699999809), which is what Python then reads. Other databases keep their float.
+    """
+
+    def db_type(self, connection: BaseDatabaseWrapper) -> str | None:
+        if connection.vendor == "postgresql":
+            return "real"
+        return super().db_type(connection)

@@ -11,7 +11,7 @@ from django.utils import timezone
 from backends.models import Backend
 from chatflows.models import Flow
 from flywheel import ids
-from flywheel.fields import CompactJSONField
+from flywheel.fields import CompactJSONField, RealField
 from flywheel.models import Tenant
 from routing.models.sessions import Session
 
@@ -90,10 +90,10 @@ class RoutingDecision(models.Model):
     )
     question = models.TextField()
     intent = models.CharField(max_length=50, blank=True)
-    intent_confidence = models.FloatField(null=True, blank=True)
+    intent_confidence = RealField(null=True, blank=True)
     intent_method = models.CharField(max_length=10, choices=IntentMethod.choices, blank=True)
     query_type = models.CharField(max_length=10, choices=QueryType.choices, blank=True)
-    query_type_confidence = models.FloatField(null=True, blank=True)
+    query_type_confidence = RealField(null=True, blank=True)
     # Compact JSON text, not jsonb (flywheel.fields.CompactJSONField: a third of the size).
     evidence = CompactJSONField(
         default=dict,
@@ -120,7 +120,7 @@ class RoutingDecision(models.Model):
         related_name="decisions",
         db_constraint=False,
     )
-    score = models.FloatField(null=True, blank=True)
+    score = RealField(null=True, blank=True)
     candidates = CompactJSONField(
         default=list, blank=True, help_text="Each candidate with its factor scores."
     )
@@ -140,10 +140,11 @@ class RoutingDecision(models.Model):
         "question became a correction example.",
     )
     corrected_at = models.DateTimeField(null=True, blank=True)
-    classify_ms = models.FloatField(default=0)
-    route_ms = models.FloatField(default=0)
-    execute_ms = models.FloatField(default=0)
-    total_ms = models.FloatField(default=0)
+    # Timings, scores and confidences in 4 bytes each (flywheel.fields.RealField).
+    classify_ms = RealField(default=0)
+    route_ms = RealField(default=0)
+    execute_ms = RealField(default=0)
+    total_ms = RealField(default=0)
     # When it was decided: set by the writer (DecisionData.created_at), now by default.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
@@ -222,7 +223,7 @@ class PerformanceRecord(models.Model):
         db_constraint=False,
     )
     intent = models.CharField(max_length=50)
-    latency_ms = models.FloatField()
+    latency_ms = RealField()
     success = models.BooleanField()
     error_type = models.CharField(max_length=50, blank=True)
     # What the backend reported using, where it did (Flowise and Langflow report tokens

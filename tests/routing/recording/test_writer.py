@@ -592,3 +592,36 @@ def test_both_writers_keep_the_json_columns_as_compact_text(world: World) -> Non
     assert RoutingDecision.objects.get(request_id=by_sql.request_id).candidates == [
         [world.lf.pk, world.lf_flow.pk, 0.585, 0.8, 0.4619, 1000.0, 0, 2.5, True]
     ]
+
+
+def test_both_writers_keep_timings_scores_and_latencies_in_four_bytes(world: World) -> None:
+    from django.db import connection
+
+    tenant = Tenant.objects.get(slug="default")
+    attempt = Attempt(world.lf.pk, "lf", world.lf_flow.pk, "review", True, 412.37)
+    numbers: dict[str, Any] = {
+        "intent_confidence": 0.8473,
+        "score": 0.585,
+        "timings": {
+            "classify_ms": 0.213,
+            "route_ms": 0.1,
+            "execute_ms": 412.5,
+            "total_ms": 1234.567,
+        },
+    }
+    by_sql, by_orm = (decision(tenant, attempts=(attempt,), **numbers) for _ in range(2))
+    _stored_both_ways(by_sql, by_orm)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_column_size(d.total_ms), pg_column_size(d.score), "
+            "pg_column_size(p.latency_ms) FROM analytics_routingdecision d "
+            "JOIN analytics_performancerecord p ON p.decision_id = d.id"
+        )
+        assert cursor.fetchall() == [(4, 4, 4), (4, 4, 4)]
+    for request_id in (by_sql.request_id, by_orm.request_id):
+        kept = RoutingDecision.objects.get(request_id=request_id)
+        # Read back as written: PostgreSQL writes a real as its shortest exact text.
+        assert (kept.intent_confidence, kept.score) == (0.8473, 0.585)
+        assert (kept.classify_ms, kept.route_ms, kept.total_ms) == (0.213, 0.1, 1234.567)
+        assert kept.attempts.get().latency_ms == 412.37
