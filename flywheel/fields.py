@@ -6,6 +6,9 @@ from typing import Any
 
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
+from django.dispatch import receiver
+from psycopg.types.string import TextLoader
 
 from flywheel.jsonout import dumps
 
@@ -39,10 +42,13 @@ class CompactJSONField(models.JSONField):
         # Text with no spaces: json keeps what it is given, jsonb's text has them.
         return dumps(value, default=str).decode()
 
-    def from_db_value(self, value: Any, expression: Any, connection: BaseDatabaseWrapper) -> Any:
-        if connection.vendor == "postgresql":
-            return value  # psycopg loads json itself (jsonb Django has it read as text)
-        return super().from_db_value(value, expression, connection)
+
+@receiver(connection_created)
+def _json_read_as_text(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """Have psycopg hand json over as text, as Django has it do jsonb: JSONField (and
+    the migrations' models, which know it as that) parses it itself."""
+    if connection.vendor == "postgresql":
+        connection.connection.adapters.register_loader("json", TextLoader)
 
 
 class RealField(models.FloatField):

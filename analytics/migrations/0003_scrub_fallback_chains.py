@@ -14,8 +14,12 @@ def scrub(apps, schema_editor):
     keys = [key for key in Backend.objects.values_list("api_key", flat=True) if key]
     secrets = secret_spellings([*keys, *(f"Bearer {key}" for key in keys)])
     changed = []
-    decisions = RoutingDecision.objects.exclude(fallback_chain=[]).only("id", "fallback_chain")
+    # Every decision, the empty chains skipped here: compared in SQL, [] is jsonb, which
+    # a later migration (routing 0025) makes the column no longer be.
+    decisions = RoutingDecision.objects.only("id", "fallback_chain")
     for decision in decisions.iterator(chunk_size=BATCH):
+        if not decision.fallback_chain:
+            continue
         clean = [
             {**attempt, "error": redact_value(attempt.get("error", ""), secrets)}
             if isinstance(attempt, dict)
