@@ -8,7 +8,6 @@ fallback chain, outcome, timings) and the turn that holds its answer.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from analytics.access import Scope
@@ -18,7 +17,7 @@ from flywheel.errors import NotFoundError
 from routing.answering.query import trace_path
 from routing.answering.sessions import session_key
 from routing.models import ANSWERED_OUTCOMES, Outcome, RoutingDecision, Session, with_request_id
-from routing.recording.compact import Names, names_for, read
+from routing.recording.compact import Names, Read, names_for, read
 from routing.recording.own_writes import reads_own_writes
 from routing.selection.words import why
 
@@ -27,14 +26,13 @@ def visualization_path(session_id: object) -> str:
     return f"/v/{session_id}/"
 
 
-def answered_by(
-    decision: RoutingDecision, chain: Sequence[Mapping[str, Any]] = ()
-) -> dict[str, Any] | None:
+def answered_by(decision: RoutingDecision, kept: Read | None = None) -> dict[str, Any] | None:
     """Who answered: the backend and flow, the cache (and whose answer it kept), or
     Flywheel itself from the conversation; None when nothing answered. An abandoned
     answer (its client had gone) still names who produced it. A backend or flow deleted
-    since is named as the fallback ``chain`` (read back) names it."""
-    evidence = decision.evidence or {}
+    since is named as the decision ``kept`` (routing.recording.compact.read) names it."""
+    kept = kept or read(decision)
+    evidence, chain = kept.evidence, kept.fallback_chain
     if decision.outcome not in (*ANSWERED_OUTCOMES, Outcome.ABANDONED):
         return None
     if Outcome.CACHED in (decision.outcome, evidence.get("answered_as")):
@@ -86,7 +84,7 @@ def decision_story(decision: RoutingDecision, names: Names | None = None) -> dic
         "why": evidence.get("why") or (why(kept.candidates) if kept.candidates else ""),
         "fallback_chain": kept.fallback_chain,
         "outcome": decision.outcome,
-        "answered_by": answered_by(decision, kept.fallback_chain),
+        "answered_by": answered_by(decision, kept),
         "answer": _answer(decision),
         "error": (
             {"type": decision.error_type, "message": decision.error_message}

@@ -27,7 +27,7 @@ from flywheel.errors import (
     database_unavailable,
     internal_error_body,
 )
-from routing.answering.query import Query, in_flight, session_path, trace_path
+from routing.answering.query import CachedFrom, Query, in_flight, session_path, trace_path
 from routing.answering.sessions import (
     PastTurn,
     session_remember,
@@ -283,14 +283,14 @@ async def conclude(
         answer_recall(query.tenant.pk, intent, query.backend_question) if may_use_cache else None
     )
     if cached is not None:
-        query.cached_from = {"backend": cached["backend"], "flow": cached["flow"]}
+        query.cached_from = _cached_source(cached, state)
         await record(
             query,
             query.decision("cached", attempts=tuple(attempts), answer=cached["answer"]),
             state,
         )
         routing = _routing_block(query, winner=None, attempts=attempts, cached=True)
-        routing["cached_from"] = query.cached_from
+        routing["cached_from"] = query.cached_from.names()
         return _response(query, cached["answer"], routing)
     budget = state.policy.query_budget_seconds
     spent = time.perf_counter() - query.started >= budget
@@ -330,8 +330,23 @@ def _cached_answer(
         tenant_id=query.tenant.pk,
         intent=intent,
         question=query.backend_question,
-        value={"answer": text, "backend": winner.backend.name, "flow": winner.flow.name},
+        value={"answer": text, "backend": winner.backend.id, "flow": winner.flow.id},
         ttl=state.policy.answer_cache_ttl_seconds,
+    )
+
+
+def _cached_source(cached: dict[str, Any], state: RoutingState) -> CachedFrom:
+    """Whose answer the cache kept: its backend's and flow's ids (kept from then on by
+    id), named as the routing state names them now; kept by name before."""
+    backend, flow = cached.get("backend"), cached.get("flow")
+    if not isinstance(backend, int) or not isinstance(flow, int):
+        return CachedFrom(str(backend), str(flow))
+    entry = next((b for b in state.backends if b.id == backend), None)
+    flows = entry.flows if entry is not None else ()
+    return CachedFrom(
+        entry.name if entry is not None else f"deleted backend #{backend}",
+        next((f.name for f in flows if f.id == flow), f"deleted flow #{flow}"),
+        (backend, flow),
     )
 
 

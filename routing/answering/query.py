@@ -38,6 +38,23 @@ def session_path(session_id: uuid.UUID | str) -> str:
     return f"/v/{session_id}/"
 
 
+@dataclass(frozen=True)
+class CachedFrom:
+    """The backend and flow whose answer the cache served: names, and ids where the
+    cache kept them (an answer cached by an earlier version kept names)."""
+
+    backend: str
+    flow: str
+    ids: tuple[int, int] | None = None
+
+    def names(self) -> dict[str, str]:
+        return {"backend": self.backend, "flow": self.flow}
+
+    def kept(self) -> list[int] | dict[str, str]:
+        """As the decision keeps it (routing.recording.compact): ids, else names."""
+        return list(self.ids) if self.ids is not None else self.names()
+
+
 @dataclass
 class Query:
     """One query on its way through routing."""
@@ -58,7 +75,7 @@ class Query:
     plan: Plan | None = None
     backend_question: str = ""
     local_answer: str | None = None
-    cached_from: dict[str, str] | None = None  # the answer came from the cache: whose it was
+    cached_from: CachedFrom | None = None  # the answer came from the cache: whose it was
     client_gone: bool = False  # the caller stopped waiting before the answer was ready
     timings: dict[str, float] = field(default_factory=dict)
     recorded: bool = False
@@ -112,7 +129,7 @@ class Query:
                 },
             }
         if self.cached_from is not None:
-            found["cached_from"] = self.cached_from
+            found["cached_from"] = self.cached_from.kept()
         if self.plan is not None and self.plan.explored:
             found["explored"] = True  # the first candidate's backend
         if self.plan is not None and self.plan.arm:

@@ -34,6 +34,7 @@ earlier shape back (names as their rows hold them today).
 - ``query_type.evidence``: each scope's matched rules as their ScopePattern ids;
 - ``explored`` and ``retried``: ``true`` (it was the first candidate's backend)
   rather than the backend's name;
+- ``cached_from``: ``[backend id, flow id]``, whose answer the cache served;
 - ``why`` is not kept: routing.selection.words.why says it again from the
   candidates, in the same words;
 - ``intent_summary``, the intent's evidence in words (some 80 characters), is kept
@@ -238,7 +239,12 @@ def names_for(decisions: Iterable[Stored]) -> Names:
         for row in (*_packed(decision.candidates), *_packed(decision.fallback_chain)):
             backends.add(row[0])
             flows.add(row[1])
-        intent, scope = _rule_ids(decision.evidence or {})
+        evidence = decision.evidence or {}
+        intent, scope = _rule_ids(evidence)
+        cached = evidence.get("cached_from")
+        if isinstance(cached, list):
+            backends.add(cached[0])
+            flows.add(cached[1])
         intent_rules |= intent
         scope_rules |= scope
     return names_of(backends, flows, intent_rules, scope_rules)
@@ -333,6 +339,12 @@ def unpack_evidence(
             },
         }
         found["query_type"] = query_type
+    cached = found.get("cached_from")
+    if isinstance(cached, list):
+        found["cached_from"] = {
+            "backend": names.backend(cached[0])[0],
+            "flow": names.flow(cached[1])[0],
+        }
     first = candidates[0]["backend"] if candidates else None
     for key in ("explored", "retried"):
         if found.get(key) is True:

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 from analytics import charts
 from analytics.health import health_timeline
 from analytics.reads import backends_by_intent, totals
-from backends.models import HealthCheck
+from backends.models import Backend, HealthCheck
 from flywheel.asgi import application
 from flywheel.models import Membership, Tenant
 from flywheel.services import api_key_create
@@ -117,10 +117,40 @@ def test_a_cached_answer_says_whose_answer_it_kept(world: World, acme: Tenant) -
 
     decision = RoutingDecision.objects.get(request_id=body["request_id"])
     assert decision.outcome == "cached"
-    assert decision.evidence["cached_from"] == {"backend": "fw", "flow": "reviewer"}
-    page = _staff_reader().get(f"/decisions/{decision.request_id}").content.decode()
+    assert body["routing"]["cached_from"] == {"backend": "fw", "flow": "reviewer"}
+    # Kept by id, named as the backend and flow are named when read.
+    assert decision.evidence["cached_from"] == [world.fw.pk, world.fw_flow.pk]
+    reader = _staff_reader()
+    page = reader.get(f"/decisions/{decision.request_id}").content.decode()
     assert "the cache: an earlier answer by fw / reviewer" in page
     assert FW_ANSWER in page
+    Backend.objects.filter(pk=world.fw.pk).update(name="fw-renamed")
+    page = reader.get(f"/decisions/{decision.request_id}").content.decode()
+    assert "the cache: an earlier answer by fw-renamed / reviewer" in page
+
+
+def test_an_answer_cached_by_name_before_is_served_and_kept_so(world: World, acme: Tenant) -> None:
+    from routing.recording.answers import CachedAnswer, answers_remember
+
+    answers_remember(
+        [
+            CachedAnswer(
+                acme.pk,
+                "code-review",
+                REVIEW,
+                {"answer": "kept earlier", "backend": "fw", "flow": "reviewer"},
+                60,
+            )
+        ]
+    )
+    world.set_health(world.fw, healthy=True, cooldown=True)
+    world.set_health(world.lf, healthy=True, cooldown=True)
+
+    body = _ask(acme)
+
+    assert (body["answer"], body["routing"]["cached_from"]["backend"]) == ("kept earlier", "fw")
+    decision = RoutingDecision.objects.get(request_id=body["request_id"])
+    assert decision.evidence["cached_from"] == {"backend": "fw", "flow": "reviewer"}
 
 
 def test_the_trace_leads_with_the_decision_in_words_and_folds_the_answer(
