@@ -11,9 +11,9 @@ so the analytics pages still compare backends over months. Beat runs
   and in milliseconds; rows the default partition holds are deleted like SQLite's;
 - on SQLite (the first run), it deletes the old rows in batches.
 
-On PostgreSQL it also packs the indexes of each day that has passed, once
-(flywheel.partitions.partitions_pack): while a day is written, some of them keep
-their pages half full.
+On PostgreSQL, beat also packs the indexes of each day that has passed, once
+(:func:`retention_pack`, a task of its own, hourly): while a day is written, some
+of them keep their pages half full.
 
 Nothing is dropped that the rollups have not read yet: the cut never passes the
 oldest decision still waiting for them.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from time import monotonic
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +37,7 @@ from flywheel.errors import ApplicationError, ExpiredError, NotFoundError
 from flywheel.partitions import (
     DEFAULT,
     is_partitioned,
+    partitions,
     partitions_drop,
     partitions_ensure,
     partitions_pack,
@@ -109,12 +111,10 @@ def retention_apply(*, now: datetime | None = None) -> dict[str, Any]:
     """Make the days ahead, and drop (or delete) what is past the retention.
 
     Returns what it did: ``kept_since`` (where the raw rows now start),
-    ``partitions_made`` and ``partitions_dropped`` (names), ``indexes_packed``
-    (names), ``rows_deleted`` (per table) and ``sessions_deleted``. A partition that
-    could not be dropped in time (its table busy past
-    flywheel.partitions.LOCK_TIMEOUT), or an index that could not be packed, is
-    logged and left for the next run. Indexes are packed only outside a transaction
-    (a rebuild that lets writes go on cannot run in one).
+    ``partitions_made`` and ``partitions_dropped`` (names), ``rows_deleted`` (per
+    table) and ``sessions_deleted``. A partition that could not be dropped in time
+    (its table busy past flywheel.partitions.LOCK_TIMEOUT) is logged and left for
+    the next run.
     """
     now = now or timezone.now()
     cut = _cut(now)
@@ -124,7 +124,6 @@ def retention_apply(*, now: datetime | None = None) -> dict[str, Any]:
         RollupState.objects.filter(pk=1).update(raw_since=cut)
     made: list[str] = []
     dropped: list[str] = []
-    packed: list[str] = []
     deleted: dict[str, int] = {}
     for model in PARTITIONED:
         table = model._meta.db_table
@@ -137,11 +136,6 @@ def retention_apply(*, now: datetime | None = None) -> dict[str, Any]:
                 dropped += partitions_drop(table, cut)
             except Exception as err:  # the next run tries again
                 logger.warning("A partition of %s was not dropped: %s", table, err)
-            if not connection.in_atomic_block:
-                try:
-                    packed += partitions_pack(table, today)
-                except Exception as err:  # the next run tries again
-                    logger.warning("An index of %s was not packed: %s", table, err)
             table = DEFAULT.format(table=table)
         deleted[model._meta.db_table] = _delete_before(table, cut)
     sessions = 0
@@ -150,21 +144,64 @@ def retention_apply(*, now: datetime | None = None) -> dict[str, Any]:
     ):
         # Their turns are older still, gone already: no cascade to look for.
         sessions += Session.objects.filter(pk__in=batch)._raw_delete(connection.alias)
-    if dropped or any(deleted.values()) or sessions or packed:
+    if dropped or any(deleted.values()) or sessions:
         logger.info(
-            "Retention: kept since %s; dropped %s; deleted %s rows and %d sessions; "
-            "packed %d indexes",
+            "Retention: kept since %s; dropped %s; deleted %s rows and %d sessions",
             cut.isoformat(),
             ", ".join(dropped) or "no partition",
             sum(deleted.values()),
             sessions,
-            len(packed),
         )
     return {
         "kept_since": cut,
         "partitions_made": made,
         "partitions_dropped": dropped,
-        "indexes_packed": packed,
         "rows_deleted": deleted,
         "sessions_deleted": sessions,
     }
+
+
+# The advisory lock a packing run holds: one run at a time (a run may outlast beat's
+# interval when FLYWHEEL_PACK_SECONDS is set past it).
+PACK_LOCK = 0x666C7970  # "flyp"
+
+
+def retention_pack(*, now: datetime | None = None, seconds: float | None = None) -> dict[str, Any]:
+    """Pack the indexes of the days that have passed, the newest day first, for
+    ``seconds`` at most (FLYWHEEL_PACK_SECONDS): see flywheel.partitions.partitions_pack.
+
+    A day the retention drops within a day is left as it is. Runs outside a
+    transaction (a rebuild that lets writes go on cannot run in one), one run at a
+    time. Returns ``indexes_packed`` (names) and ``busy`` (another run held the
+    lock: this one did nothing). An index that could not be packed is logged and
+    tried again next run.
+    """
+    now = now or timezone.now()
+    until = monotonic() + (settings.PACK_SECONDS if seconds is None else seconds)
+    tables = [m._meta.db_table for m in PARTITIONED if is_partitioned(m._meta.db_table)]
+    if not tables:
+        return {"indexes_packed": [], "busy": False}
+    first = _cut(now).date() + timedelta(days=1)
+    today = now.date()
+    days = sorted(
+        {p.day for table in tables for p in partitions(table) if p.day and first <= p.day < today},
+        reverse=True,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [PACK_LOCK])
+        if not cursor.fetchone()[0]:
+            return {"indexes_packed": [], "busy": True}
+    packed: list[str] = []
+    try:
+        for day in days:
+            for table in tables:
+                try:
+                    packed += partitions_pack(table, day, day + timedelta(days=1), until=until)
+                except Exception as err:  # the next run tries again
+                    logger.warning("An index of %s was not packed: %s", table, err)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [PACK_LOCK])
+    if packed:
+        logger.info("Packed %d indexes: %s", len(packed), ", ".join(packed))
+    return {"indexes_packed": packed, "busy": False}

@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Max, Q, QuerySet, Sum
-from django.db.models.functions import Trunc
+from django.db.models import Count, FloatField, Max, Q, QuerySet, Sum
+from django.db.models.functions import Cast, Trunc
 from django.utils import timezone
 
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, Granularity, RollupState
@@ -150,6 +150,12 @@ def _bucket(column: str, granularity: str) -> Trunc:
     return Trunc(column, granularity, tzinfo=UTC)
 
 
+def _sum(column: str) -> Sum:
+    """The sum of a real (4-byte) column, added in double precision: PostgreSQL adds
+    reals as real, and a minute's latencies lose their milliseconds past 2**24."""
+    return Sum(Cast(column, FloatField()))
+
+
 def _histogram_of(row: dict[str, Any]) -> list[int]:
     return [row[f"h{i}"] for i in range(len(LATENCY_BUCKETS_MS) + 1)]
 
@@ -167,7 +173,7 @@ def aggregate(decisions: QuerySet[RoutingDecision], granularity: str) -> dict[Ke
             ok=Count("pk", filter=Q(outcome__in=ANSWERED_OUTCOMES)),
             fell_back=Count("pk", filter=Q(outcome=Outcome.FALLBACK)),
             from_cache=Count("pk", filter=Q(outcome=Outcome.CACHED)),
-            latency=Sum("total_ms"),
+            latency=_sum("total_ms"),
             **_histogram("total_ms"),
             **{f"m_{method}": Count("pk", filter=Q(intent_method=method)) for method in METHODS},
         )
@@ -194,7 +200,7 @@ def aggregate(decisions: QuerySet[RoutingDecision], granularity: str) -> dict[Ke
                 "pk",
                 filter=Q(success=False, decision__outcome__in=[Outcome.FALLBACK, Outcome.CACHED]),
             ),
-            latency=Sum("latency_ms"),
+            latency=_sum("latency_ms"),
             **_histogram("latency_ms"),
             token_total=Sum("total_tokens"),
             with_tokens=Count("total_tokens"),
@@ -225,7 +231,7 @@ def aggregate(decisions: QuerySet[RoutingDecision], granularity: str) -> dict[Ke
         .annotate(bucket=_bucket("created_at", granularity))
         .values("bucket", "tenant_id", "backend_id", "intent")
         .order_by()
-        .annotate(n=Count("pk"), score_total=Sum("score"), with_score=Count("score"))
+        .annotate(n=Count("pk"), score_total=_sum("score"), with_score=Count("score"))
     )
     for row in wins:
         key = (row["bucket"], row["tenant_id"], row["backend_id"], row["intent"])

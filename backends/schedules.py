@@ -13,6 +13,8 @@ DEFAULT_SCHEDULES = {
     "Roll up decisions": ("analytics.rollup_decisions", 60),
     # analytics/migrations/0009 adds it where the others were installed before it.
     "Keep storage bounded": ("analytics.apply_retention", 3600),
+    # analytics/migrations/0011 adds it where the others were installed before it.
+    "Pack the indexes of passed days": ("analytics.pack_indexes", 3600),
     # A no-op unless examples changed since the newest version (a lost enqueue).
     "Train classifiers": ("routing.train_classifiers", 60),
 }

@@ -273,6 +273,7 @@ def pack_today() -> bool:
     """Pack today's partitions' indexes as beat packs a day that has passed; False
     where nothing is partitioned."""
     from datetime import timedelta
+    from time import monotonic
 
     from django.db import connection
     from django.utils import timezone
@@ -290,9 +291,9 @@ def pack_today() -> bool:
     with connection.cursor() as cursor:  # packed after an earlier mode: pack them again
         for table in tables:
             for index, _, _ in partition_indexes(cursor, day_partition(table, today)):
-                cursor.execute(f"ALTER INDEX {index} RESET (fillfactor)")
+                cursor.execute(f"COMMENT ON INDEX {index} IS NULL")
     for table in tables:
-        partitions_pack(table, today + timedelta(days=1))
+        partitions_pack(table, today, today + timedelta(days=1), until=monotonic() + 3600)
     return bool(tables)
 
 

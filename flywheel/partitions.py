@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from time import monotonic
 from typing import Any
 
 from django.db import connection, transaction
@@ -145,48 +146,76 @@ def partitions_drop(table: str, before: datetime) -> list[str]:
     return old
 
 
-# A packed index's storage parameter: its pages full, for a day no longer written.
-PACKED = "fillfactor=100"
+# A packed index is marked by its comment, set once its rebuild has succeeded (a
+# rebuild cut short leaves it unmarked: the next run rebuilds it).
+PACKED = "flywheel: packed"
+# What a REINDEX CONCURRENTLY cut short leaves behind: an invalid copy of the index,
+# the new one (``<index>_ccnew``) or, if cut after the swap, the old one (``_ccold``).
+_LEFTOVER = re.compile(r"_cc(new|old)\d*$")
 
 
-def partition_indexes(cursor: Any, table: str) -> list[tuple[str, bool, list[str]]]:
-    """The indexes of ``table``: name, whether valid, storage parameters."""
+def partition_indexes(cursor: Any, table: str) -> list[tuple[str, bool, bool]]:
+    """The indexes of ``table``: name, whether valid, whether packed."""
     cursor.execute(
-        "SELECT i.relname, x.indisvalid, COALESCE(i.reloptions, '{}') FROM pg_index x "
-        "JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass(%s)",
-        [table],
+        "SELECT i.relname, x.indisvalid, obj_description(i.oid, 'pg_class') IS NOT DISTINCT "
+        "FROM %s FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        "WHERE x.indrelid = to_regclass(%s)",
+        [PACKED, table],
     )
-    return [(name, valid, list(options)) for name, valid, options in cursor.fetchall()]
+    return [(name, valid, packed) for name, valid, packed in cursor.fetchall()]
 
 
-def partitions_pack(table: str, before: date) -> list[str]:
-    """Rebuild the indexes of the day partitions before ``before`` that are not packed
-    yet, their pages full; returns the names of the indexes packed.
+def partitions_pack(table: str, first: date, before: date, *, until: float) -> list[str]:
+    """Rebuild the indexes of the day partitions from ``first`` to before ``before``
+    that are not packed yet, the newest day first, their pages full; returns the
+    names of the indexes packed.
 
     While its day is written, an index whose new entries go in the middle (the newest
     of each backend and intent in perf_backend_intent_recent) splits a full page in
     two halves, and leaves most of its pages half full: a rebuild, once the day has
     passed, takes about half the space. Each is rebuilt CONCURRENTLY, so reads and the
     odd late write go on meanwhile (outside a transaction: the caller must not be in
-    one). A rebuild that fails leaves the index as it was and is tried again next run;
-    what it left behind (an invalid copy, ``<index>_ccnew``) is dropped first."""
-    packed = []
-    for partition in partitions(table):
-        if partition.day is None or partition.day >= before:
-            continue
+    one).
+
+    ``until`` (a time.monotonic moment) bounds the work: no rebuild starts after
+    it, and PostgreSQL cancels one still going then (statement_timeout), so the
+    connection is never left mid-statement. A rebuild cancelled or failed is tried
+    again next run; the invalid copy it left behind is dropped first. Raises what
+    cut a rebuild short, once the indexes rebuilt before it are marked."""
+    packed: list[str] = []
+    days = [p for p in partitions(table) if p.day is not None and first <= p.day < before]
+    for partition in reversed(days):
         with connection.cursor() as cursor:
-            for name, valid, options in partition_indexes(cursor, partition.name):
-                if not valid and "_ccnew" in name:
-                    cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-                elif valid and "_ccnew" not in name and PACKED not in options:
-                    try:
-                        cursor.execute(f"ALTER INDEX {name} SET ({PACKED})")
-                        cursor.execute(f"REINDEX INDEX CONCURRENTLY {name}")
-                    except Exception:
-                        cursor.execute(f"ALTER INDEX {name} RESET (fillfactor)")
-                        raise
+            for name, valid, done in partition_indexes(cursor, partition.name):
+                if not valid and _LEFTOVER.search(name):
+                    if not _in_time(cursor, until, f"DROP INDEX CONCURRENTLY IF EXISTS {name}"):
+                        return packed
+                elif valid and not done and not _LEFTOVER.search(name):
+                    if not _in_time(
+                        cursor,
+                        until,
+                        f"ALTER INDEX {name} SET (fillfactor = 100)",
+                        f"REINDEX INDEX CONCURRENTLY {name}",
+                        f"COMMENT ON INDEX {name} IS '{PACKED}'",
+                    ):
+                        return packed
                     packed.append(name)
     return packed
+
+
+def _in_time(cursor: Any, until: float, *statements: str) -> bool:
+    """Run ``statements`` if there is a second left before ``until``, each cancelled
+    by PostgreSQL if still going then; False if there was not."""
+    for statement in statements:
+        left = until - monotonic()
+        if left < 1:
+            return False
+        cursor.execute(f"SET statement_timeout = '{int(left * 1000)}ms'")
+        try:
+            cursor.execute(statement)
+        finally:
+            cursor.execute("RESET statement_timeout")
+    return True
 
 
 Definitions = list[tuple[str, str]]

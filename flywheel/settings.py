@@ -269,6 +269,9 @@ HISTORY_BUDGET_CHARS = read("FLYWHEEL_HISTORY_BUDGET_CHARS", as_positive_int, 32
 RETENTION_DAYS = read("FLYWHEEL_RETENTION_DAYS", as_positive_int, 30)
 # On PostgreSQL those tables are partitioned by day; beat makes this many days ahead.
 PARTITIONS_AHEAD_DAYS = read("FLYWHEEL_PARTITIONS_AHEAD_DAYS", as_positive_int, 3)
+# Beat packs the indexes of the days that have passed (hourly): a run starts no rebuild
+# past this many seconds, and cancels one still going then (tried again next run).
+PACK_SECONDS = read("FLYWHEEL_PACK_SECONDS", as_positive_int, 1800)
 # A decision spool segment is closed past this many bytes (or 1,000 decisions).
 SPOOL_SEGMENT_BYTES = read("FLYWHEEL_SPOOL_SEGMENT_BYTES", as_positive_int, 64 * 1024 * 1024)
 # When neither the spool nor the database can keep an answer's decision, the question is

@@ -3,23 +3,36 @@ traces told apart from unknown ones (analytics/retention.py, flywheel/partitions
 
 from __future__ import annotations
 
+import importlib
 from datetime import UTC, datetime, timedelta
+from io import StringIO
+from time import monotonic
 
 import pytest
+from django.apps import apps
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
+from django.core.management import call_command
+from django.db import IntegrityError, OperationalError, connection
 from django.test import Client
 from django.utils import timezone
+from django_celery_beat.models import PeriodicTask
 from rest_framework.test import APIClient
 
 from analytics.models import DecisionRollup
-from analytics.retention import retention_apply
+from analytics.retention import PACK_LOCK, retention_apply, retention_pack
 from analytics.rollups import rollups_refresh
+from analytics.tasks import pack_indexes
 from backends.models import Backend
 from flywheel import ids
 from flywheel.models import Tenant
-from flywheel.partitions import day_partition, partitions, partitions_ensure
+from flywheel.partitions import (
+    day_partition,
+    partition_indexes,
+    partitions,
+    partitions_ensure,
+    partitions_pack,
+)
 from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 
 pytestmark = pytest.mark.django_db
@@ -187,15 +200,16 @@ def test_the_api_answers_410_in_the_error_shape_for_an_expired_decision(
     assert error["details"]["request_id"] == str(request_id)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_day_that_has_passed_has_its_indexes_packed_once(backend: Backend) -> None:
+def _write_a_day(backend: Backend, day) -> str:
+    """Performance records of ``day`` as they are written (each intent's newest at the
+    end of its range, in the middle of the index); returns the name of that index.
+    The day's indexes are not packed (an earlier test may have packed them)."""
     table = PerformanceRecord._meta.db_table
-    day = RECENT.date()
-    partitions_ensure(table, day, NOW.date())
+    with connection.cursor() as cursor:
+        for name, _, _ in partition_indexes(cursor, day_partition(table, day)):
+            cursor.execute(f"COMMENT ON INDEX {name} IS NULL")
     start = datetime.combine(day, datetime.min.time(), UTC)
     intents = ["general", "code-review", "technical-analysis", "summarize", "creative-orientation"]
-    # As a day is written: each intent's newest record goes at the end of its range,
-    # in the middle of the index.
     PerformanceRecord.objects.bulk_create(
         PerformanceRecord(
             backend=backend,
@@ -209,22 +223,175 @@ def test_a_day_that_has_passed_has_its_indexes_packed_once(backend: Backend) -> 
     with connection.cursor() as cursor:  # named by PostgreSQL, its table's name cut short
         cursor.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
-            [day_partition(table, day), "%(backend_id, intent, created_at)"],
+            [day_partition(table, day), "%(backend_id, intent, created_at)%"],
         )
-        (recent,) = cursor.fetchone()
+        return cursor.fetchone()[0]
 
-    def size(index: str) -> int:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_relation_size(to_regclass(%s))", [index])
-            return int(cursor.fetchone()[0])
 
-    written = size(recent)
-    done = retention_apply(now=NOW)
+def _size(index: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_relation_size(to_regclass(%s))", [index])
+        return int(cursor.fetchone()[0])
+
+
+def _indexes(partition: str) -> dict[str, tuple[bool, bool]]:
+    with connection.cursor() as cursor:
+        return {
+            name: (valid, packed) for name, valid, packed in partition_indexes(cursor, partition)
+        }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_day_that_has_passed_has_its_indexes_packed_once(backend: Backend) -> None:
+    table = PerformanceRecord._meta.db_table
+    day = RECENT.date()
+    partitions_ensure(table, day, NOW.date())
+    recent = _write_a_day(backend, day)
+    written = _size(recent)
+
+    done = retention_pack(now=NOW)
 
     assert recent in done["indexes_packed"]
     assert f"{day_partition(table, day)}_pkey" in done["indexes_packed"]
     assert not [name for name in done["indexes_packed"] if f"{NOW:%Y%m%d}" in name]  # today's
-    assert size(recent) < 0.7 * written  # it was mostly half-full pages
-    assert retention_apply(now=NOW)["indexes_packed"] == []  # packed once
+    assert _size(recent) < 0.7 * written  # it was mostly half-full pages
+    assert retention_pack(now=NOW)["indexes_packed"] == []  # packed once
     newest = PerformanceRecord.objects.filter(backend=backend, intent="summarize")
+    start = datetime.combine(day, datetime.min.time(), UTC)
     assert newest.order_by("-created_at")[0].created_at == start + timedelta(seconds=5998)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rebuild_cut_short_is_done_again_and_its_leftovers_dropped(backend: Backend) -> None:
+    """A rebuild stopped half-way (its storage parameter set, the worker gone) is not
+    taken for done; the invalid copies a REINDEX CONCURRENTLY left are dropped."""
+    table = PerformanceRecord._meta.db_table
+    day = RECENT.date()
+    partition = day_partition(table, day)
+    partitions_ensure(table, day, NOW.date())
+    recent = _write_a_day(backend, day)
+    leftovers = {"perf_recent_ccnew", "perf_recent_ccold1"}
+    with connection.cursor() as cursor:
+        # What a rebuild cut short leaves: the parameter set, an invalid copy (here
+        # made by a unique index that fails on the duplicate intents).
+        cursor.execute(f"ALTER INDEX {recent} SET (fillfactor = 100)")
+        for leftover in leftovers:
+            with pytest.raises(IntegrityError):
+                cursor.execute(
+                    f"CREATE UNIQUE INDEX CONCURRENTLY {leftover} ON {partition} (intent)"
+                )
+    assert {name: _indexes(partition)[name] for name in leftovers} == dict.fromkeys(
+        leftovers, (False, False)
+    )
+
+    done = retention_pack(now=NOW)
+
+    assert recent in done["indexes_packed"]
+    assert not leftovers & set(_indexes(partition))
+    assert all(valid and packed for valid, packed in _indexes(partition).values())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_packing_starts_nothing_once_its_time_is_up_and_the_newest_day_goes_first(
+    backend: Backend,
+) -> None:
+    table = PerformanceRecord._meta.db_table
+    before = RECENT.date() - timedelta(days=1)
+    partitions_ensure(table, before, NOW.date())
+    for day in (before, RECENT.date()):
+        _write_a_day(backend, day)
+
+    assert retention_pack(now=NOW, seconds=0)["indexes_packed"] == []
+    done = retention_pack(now=NOW)
+
+    with connection.cursor() as cursor:  # the day of each index packed, in order
+        days = []
+        for name in done["indexes_packed"]:
+            cursor.execute(
+                "SELECT indrelid::regclass::text FROM pg_index WHERE indexrelid = to_regclass(%s)",
+                [name],
+            )
+            days.append(cursor.fetchone()[0].rsplit("_p", 1)[1])
+    assert {f"{before:%Y%m%d}", f"{RECENT:%Y%m%d}"} <= set(days)
+    assert days == sorted(days, reverse=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rebuild_still_going_when_the_time_is_up_is_cancelled_cleanly(
+    backend: Backend,
+) -> None:
+    """PostgreSQL cancels it (statement_timeout): the connection is not left in the
+    middle of a statement, as a Celery time limit would leave it."""
+    table = PerformanceRecord._meta.db_table
+    day = RECENT.date()
+    partition = day_partition(table, day)
+    partitions_ensure(table, day, NOW.date())
+    _write_a_day(backend, day)
+    other = connection.copy()
+    try:
+        with other.cursor() as cursor:  # a maintenance lock the rebuild waits for
+            cursor.execute("BEGIN")
+            cursor.execute(f"LOCK TABLE {partition} IN SHARE UPDATE EXCLUSIVE MODE")
+        with pytest.raises(OperationalError, match="statement timeout"):
+            partitions_pack(table, day, NOW.date(), until=monotonic() + 1.5)
+    finally:
+        other.close()
+
+    assert not any(packed for _, packed in _indexes(partition).values())
+    assert PerformanceRecord.objects.count() == 6000  # the connection still serves
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "0"
+    assert retention_pack(now=NOW)["indexes_packed"]
+    assert all(valid and packed for valid, packed in _indexes(partition).values())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_day_the_retention_drops_within_a_day_is_not_packed(backend: Backend) -> None:
+    table = PerformanceRecord._meta.db_table
+    last = (NOW - timedelta(days=settings.RETENTION_DAYS)).date()
+    partitions_ensure(table, last, last)
+    _write_a_day(backend, last)
+
+    done = retention_pack(now=NOW)
+
+    assert not [name for name in done["indexes_packed"] if f"{last:%Y%m%d}" in name]
+    assert not any(packed for _, packed in _indexes(day_partition(table, last)).values())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_packing_run_at_a_time(backend: Backend) -> None:
+    table = PerformanceRecord._meta.db_table
+    partitions_ensure(table, RECENT.date(), NOW.date())
+    _write_a_day(backend, RECENT.date())
+    other = connection.copy()
+    try:
+        with other.cursor() as cursor:  # a run in another process
+            cursor.execute("SELECT pg_advisory_lock(%s)", [PACK_LOCK])
+
+        assert retention_pack(now=NOW) == {"indexes_packed": [], "busy": True}
+    finally:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [PACK_LOCK])
+        other.close()
+    assert retention_pack(now=NOW)["indexes_packed"]
+
+
+def test_the_packing_schedule_is_added_where_the_defaults_were_installed() -> None:
+    migration = importlib.import_module("analytics.migrations.0011_schedule_packing")
+    call_command("load_defaults", stdout=StringIO())
+    PeriodicTask.objects.filter(task="analytics.pack_indexes").delete()
+
+    migration.forwards(apps, None)
+
+    task = PeriodicTask.objects.get(task="analytics.pack_indexes")
+    assert (task.name, task.interval.every) == ("Pack the indexes of passed days", 3600)
+    migration.backwards(apps, None)
+    assert not PeriodicTask.objects.filter(task="analytics.pack_indexes").exists()
+
+
+def test_the_packing_task_ends_itself_before_celery_would_stop_it() -> None:
+    """Its limits stand past FLYWHEEL_PACK_SECONDS, where PostgreSQL cancels a rebuild:
+    an interrupted statement would leave the worker's connection busy."""
+    assert settings.PACK_SECONDS < pack_indexes.soft_time_limit < pack_indexes.time_limit
+    assert settings.CELERY_TASK_SOFT_TIME_LIMIT < settings.PACK_SECONDS

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from analytics.classification_report import classification_summary
 from analytics.models import LATENCY_BUCKETS_MS, DecisionRollup, RollupState
 from analytics.reads import backends_by_intent, overview, quantile_ms, timeseries, window_of
-from analytics.rollups import bucket_floor, rollups_refresh
+from analytics.rollups import aggregate, bucket_floor, rollups_refresh
 from analytics.tasks import rollup_decisions
 from backends.models import Backend
 from flywheel.errors import ValidationError
@@ -436,3 +436,24 @@ def test_reported_token_usage_is_averaged_per_backend_before_and_after_the_refre
 
     assert from_the_tail["avg_tokens"] == from_rollups["avg_tokens"] == 200.0
     assert from_the_tail["avg_cost"] is from_rollups["avg_cost"] is None  # none reported one
+
+
+def test_sums_of_four_byte_columns_are_added_in_eight(tenant: Tenant, backend: Backend) -> None:
+    """Timings, latencies and scores are kept as real (4 bytes): added up as real,
+    what is past 24 bits is lost (2**24 + 1 + 1 + 1 comes to 2**24 + 2 or + 4)."""
+    for ms, score in ((2**24, 1.0), (1, 2**-24), (1, 2**-24), (1, 2**-24)):
+        decide(
+            tenant,
+            at=M1,
+            backend=backend,
+            score=score,
+            total_ms=ms,
+            attempts=((backend, True, ms),),
+        )
+
+    tallies = aggregate(RoutingDecision.objects.all(), "minute")
+
+    assert tallies[(M1, tenant.pk, None, "code-review")].latency_sum_ms == 2**24 + 3
+    per_backend = tallies[(M1, tenant.pk, backend.pk, "code-review")]
+    assert per_backend.latency_sum_ms == 2**24 + 3
+    assert per_backend.score_sum == 1 + 3 * 2**-24

@@ -123,6 +123,7 @@ def test_it_schedules_health_and_discovery_in_the_database() -> None:
         "analytics.rollup_decisions": 60,
         "routing.train_classifiers": 60,
         "analytics.apply_retention": 3600,
+        "analytics.pack_indexes": 3600,
     }
 
 
@@ -132,5 +133,5 @@ def test_schedule_edits_survive_running_it_again() -> None:
 
     call_command("load_defaults", stdout=StringIO())
 
-    assert PeriodicTask.objects.count() == 6
+    assert PeriodicTask.objects.count() == 7
     assert PeriodicTask.objects.get(task="backends.check_health").enabled is False
