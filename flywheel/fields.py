@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.db import models
@@ -19,10 +20,11 @@ class CompactJSONField(models.JSONField):
     For columns written once per question and read whole (a decision's candidates,
     fallback chain and evidence): jsonb spends about 12 bytes on each number and a
     header on each element, so a candidate of nine numbers took 120 bytes where its
-    text takes 45. What jsonb has and json lacks is an index and the ``?`` and ``@>``
-    operators: filter by ``KT("column__key")`` (``->>``) instead of ``has_key``.
-    Key transforms (``->``, ``#>``) work on both. Other databases keep their JSON
-    column, written compactly too.
+    text takes 49 (docs/benchmarks.md, "Storage per question"). What jsonb has and
+    json lacks is an index and the ``?`` and ``@>`` operators: filter by
+    ``KT("column__key")`` (``->>``) instead of ``has_key``. Key transforms (``->``,
+    ``#>``) work on both. Other databases keep their JSON column, written compactly
+    too.
     """
 
     def db_type(self, connection: BaseDatabaseWrapper) -> str | None:
@@ -63,3 +65,24 @@ class RealField(models.FloatField):
         if connection.vendor == "postgresql":
             return "real"
         return super().db_type(connection)
+
+    def get_prep_value(self, value: Any) -> Any:
+        return real_fit(super().get_prep_value(value))
+
+
+# The smallest normal real and the largest: PostgreSQL refuses a number past what a
+# real holds ("out of range"), which would fail a whole batch of decisions.
+REAL_SMALLEST = 1.1754944e-38
+REAL_LARGEST = 3.4028235e38
+
+
+def real_fit(value: float | None) -> float | None:
+    """``value`` as a real keeps it: 0 under the smallest real (a confidence of
+    1e-50), the largest real past it, infinity included (NaN as it is)."""
+    if value is None or math.isnan(value):
+        return value
+    if abs(value) < REAL_SMALLEST:
+        return 0.0
+    if abs(value) > REAL_LARGEST:
+        return math.copysign(REAL_LARGEST, value)
+    return value

@@ -16,10 +16,12 @@ from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 
 from backends.adapters import adapter_class
 from backends.adapters.base import ExecutionResult
 from backends.adapters.traits import unapplied
+from flywheel.asyncdb import db
 from flywheel.errors import (
     DATABASE_UNAVAILABLE,
     ApplicationError,
@@ -34,6 +36,7 @@ from routing.answering.sessions import (
 )
 from routing.errors import AllBackendsFailedError
 from routing.recording.answers import CachedAnswer, answer_recall
+from routing.recording.compact import names_of
 from routing.recording.decision import DecisionData
 from routing.recording.writer import record_kept, record_later
 from routing.selection.attempt import Attempt
@@ -283,7 +286,7 @@ async def conclude(
         answer_recall(query.tenant.pk, intent, query.backend_question) if may_use_cache else None
     )
     if cached is not None:
-        query.cached_from = _cached_source(cached, state)
+        query.cached_from = await _cached_source(cached, state)
         await record(
             query,
             query.decision("cached", attempts=tuple(attempts), answer=cached["answer"]),
@@ -335,19 +338,22 @@ def _cached_answer(
     )
 
 
-def _cached_source(cached: dict[str, Any], state: RoutingState) -> CachedFrom:
+async def _cached_source(cached: dict[str, Any], state: RoutingState) -> CachedFrom:
     """Whose answer the cache kept: its backend's and flow's ids (kept from then on by
-    id), named as the routing state names them now; kept by name before."""
+    id), named as the routing state names them now, or as their rows do (a backend
+    disabled since is not in the state); kept by name before."""
     backend, flow = cached.get("backend"), cached.get("flow")
     if not isinstance(backend, int) or not isinstance(flow, int):
         return CachedFrom(str(backend), str(flow))
     entry = next((b for b in state.backends if b.id == backend), None)
-    flows = entry.flows if entry is not None else ()
-    return CachedFrom(
-        entry.name if entry is not None else f"deleted backend #{backend}",
-        next((f.name for f in flows if f.id == flow), f"deleted flow #{flow}"),
-        (backend, flow),
-    )
+    flow_name = next((f.name for f in entry.flows if f.id == flow), None) if entry else None
+    if entry is not None and flow_name is not None:
+        return CachedFrom(entry.name, flow_name, (backend, flow))
+    try:
+        names = await db(names_of)([backend], [flow])
+    except DatabaseError:  # the database is out: named by id
+        return CachedFrom(f"backend #{backend}", f"flow #{flow}", (backend, flow))
+    return CachedFrom(names.backend(backend)[0], names.flow(flow)[0], (backend, flow))
 
 
 async def answered_locally(query: Query, state: RoutingState, answer: str) -> dict[str, Any]:

@@ -48,7 +48,7 @@ from django.db.models import Model
 
 from backends.models import Backend
 from chatflows.models import Flow
-from flywheel.fields import CompactJSONField
+from flywheel.fields import CompactJSONField, RealField, real_fit
 from flywheel.jsonout import dumps
 from routing.models import PerformanceRecord, RoutingDecision, Session, Turn
 from routing.recording.decision import DecisionData
@@ -188,10 +188,19 @@ def _compact_json() -> tuple[str, ...]:
     return tuple(f.attname for f in fields if isinstance(f, CompactJSONField))
 
 
+@functools.cache
+def _reals() -> tuple[str, ...]:
+    """The decision's columns kept as real (flywheel.fields.RealField)."""
+    fields = RoutingDecision._meta.concrete_fields
+    return tuple(f.attname for f in fields if isinstance(f, RealField))
+
+
 def _row(position: int, data: DecisionData) -> dict[str, Any]:
     columns = data.decision_columns()
     for name in _compact_json():
         columns[name] = _json_text(columns[name])
+    for name in _reals():
+        columns[name] = real_fit(columns[name])
     return {
         "position": position,
         **columns,
@@ -199,7 +208,7 @@ def _row(position: int, data: DecisionData) -> dict[str, Any]:
             {
                 "backend_id": a.backend_id,
                 "flow_id": a.flow_id,
-                "latency_ms": a.latency_ms,
+                "latency_ms": real_fit(a.latency_ms),
                 "ok": a.ok,
                 "error_type": a.error_type,
                 "prompt_tokens": a.prompt_tokens,

@@ -60,7 +60,7 @@ from django.db.models import Model
 from backends.models import Backend
 from chatflows.models import Flow
 from routing.classification.rules import CompiledRule
-from routing.classification.words import said_by_rules
+from routing.classification.words import listed, said_by_rules
 from routing.models import IntentPattern, PatternKind, ScopePattern
 from routing.patterns import compile_pattern
 from routing.selection.attempt import Attempt
@@ -352,13 +352,21 @@ def unpack_evidence(
     return found
 
 
-def _said_again(decision: Stored, names: Names) -> str:
+def _said_again(decision: Stored, names: Names) -> str | None:
     """The summary of an intent the rules gave (:func:`summary_said_again`), from the
-    rules still there ("" when none is, or in a row of the earlier shape)."""
-    stored = (decision.evidence or {}).get("intent") or ()
-    rules = [names.compiled(decision.intent, int(e)) for e in stored if _id(e)]
-    hits = [rule for rule in rules if rule is not None]
-    return said_by_rules(decision.intent, hits, decision.question) if hits else ""
+    rules still there, naming those deleted since ("matched 'review' (code-review
+    rule 1) and deleted rule #12"); None for a row of an earlier shape (no rule ids)."""
+    stored = [int(e) for e in (decision.evidence or {}).get("intent") or () if _id(e)]
+    if not stored:
+        return None
+    rules = {pk: names.compiled(decision.intent, pk) for pk in stored}
+    hits = [rule for rule in rules.values() if rule is not None]
+    gone = [f"#{pk}" for pk, rule in rules.items() if rule is None]
+    deleted = f"deleted rule{'s' if len(gone) > 1 else ''} {listed(gone)}"
+    if not hits:
+        return f"matched {deleted} ({decision.intent})"
+    said = said_by_rules(decision.intent, hits, decision.question)
+    return f"{said} and {deleted}" if gone else said
 
 
 @dataclass(frozen=True)
@@ -377,8 +385,9 @@ def read(decision: Stored, names: Names | None = None) -> Read:
         names = names_for([decision])
     candidates = unpack_candidates(decision.candidates, names)
     evidence = unpack_evidence(decision.evidence, candidates, names)
-    if "intent_summary" not in evidence and decision.intent_method == "rules":
-        evidence["intent_summary"] = _said_again(decision, names)
+    wanted = "intent_summary" not in evidence and decision.intent_method == "rules"
+    if wanted and (said := _said_again(decision, names)) is not None:
+        evidence["intent_summary"] = said
     if "why" not in evidence and _packed(decision.candidates):
         explored = bool(evidence.get("explored"))
         evidence["why"] = why(candidates, explored=explored, intent=decision.intent)

@@ -129,6 +129,22 @@ def test_a_cached_answer_says_whose_answer_it_kept(world: World, acme: Tenant) -
     assert "the cache: an earlier answer by fw-renamed / reviewer" in page
 
 
+def test_a_cached_answer_of_a_backend_disabled_since_is_named_from_its_row(
+    world: World, acme: Tenant
+) -> None:
+    """The routing state holds enabled backends only: one disabled since is neither
+    missing nor "deleted"."""
+    session = _ask(acme)["session_id"]
+    world.fw.enabled = False
+    world.fw.save()
+    world.set_health(world.lf, healthy=True, cooldown=True)
+
+    body = _ask(acme, session_id=session)
+
+    assert RoutingDecision.objects.get(request_id=body["request_id"]).outcome == "cached"
+    assert body["routing"]["cached_from"] == {"backend": "fw", "flow": "reviewer"}
+
+
 def test_an_answer_cached_by_name_before_is_served_and_kept_so(world: World, acme: Tenant) -> None:
     from routing.recording.answers import CachedAnswer, answers_remember
 

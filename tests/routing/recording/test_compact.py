@@ -223,10 +223,22 @@ def test_the_rules_summary_is_said_again_with_the_rules_as_they_read_today() -> 
     IntentPattern.objects.filter(pk=review.pk).update(weight=0.5)
     said = read(decision).evidence["intent_summary"]
     assert said == "matched 'review' and 'pull request' (code-review rules 2 and 1)"
+    review_id, pr_id = review.pk, pr.pk
     pr.delete()
-    assert read(decision).evidence["intent_summary"] == "matched 'review' (code-review rule 1)"
+    assert read(decision).evidence["intent_summary"] == (
+        f"matched 'review' (code-review rule 1) and deleted rule #{pr_id}"
+    )
     review.delete()
-    assert read(decision).evidence["intent_summary"] == ""
+    assert read(decision).evidence["intent_summary"] == (
+        f"matched deleted rules #{review_id} and #{pr_id} (code-review)"
+    )
+
+
+@pytest.mark.django_db
+def test_a_rules_decision_of_an_earlier_shape_without_a_summary_gains_none() -> None:
+    decision = _row(intent_method="rules", evidence={"intent": ["review"]})
+
+    assert "intent_summary" not in read(decision).evidence
 
 
 @pytest.mark.django_db

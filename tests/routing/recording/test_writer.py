@@ -625,3 +625,25 @@ def test_both_writers_keep_timings_scores_and_latencies_in_four_bytes(world: Wor
         assert (kept.intent_confidence, kept.score) == (0.8473, 0.585)
         assert (kept.classify_ms, kept.route_ms, kept.total_ms) == (0.213, 0.1, 1234.567)
         assert kept.attempts.get().latency_ms == 412.37
+
+
+def test_numbers_past_what_four_bytes_hold_are_kept_at_their_bounds(world: World) -> None:
+    """PostgreSQL refuses a real under 1.4e-45 or over 3.4e38 ("out of range"): the
+    batch would fail with it. Such a number is kept as 0, or the largest real."""
+    tenant = Tenant.objects.get(slug="default")
+    attempt = Attempt(world.lf.pk, "lf", world.lf_flow.pk, "review", True, 1e-50)
+    numbers: dict[str, Any] = {
+        "intent_confidence": 1e-50,
+        "score": -1e-300,
+        "timings": {"classify_ms": 1e-46, "route_ms": 0.1, "execute_ms": 5e-39, "total_ms": 1e39},
+    }
+    by_sql, by_orm = (decision(tenant, attempts=(attempt,), **numbers) for _ in range(2))
+
+    _stored_both_ways(by_sql, by_orm)
+
+    for request_id in (by_sql.request_id, by_orm.request_id):
+        kept = RoutingDecision.objects.get(request_id=request_id)
+        assert (kept.intent_confidence, kept.score, kept.classify_ms) == (0, 0, 0)
+        assert (kept.execute_ms, kept.route_ms) == (0, 0.1)
+        assert kept.total_ms == pytest.approx(3.4028235e38)
+        assert kept.attempts.get().latency_ms == 0
