@@ -394,6 +394,7 @@ def test_the_packing_task_ends_itself_before_celery_would_stop_it() -> None:
     """Its limits stand past FLYWHEEL_PACK_SECONDS, where PostgreSQL cancels a rebuild:
     an interrupted statement would leave the worker's connection busy."""
     soft, hard = pack_indexes.soft_time_limit, pack_indexes.time_limit
-    assert soft is not None and hard is not None
+    assert soft is not None
+    assert hard is not None
     assert settings.PACK_SECONDS < soft < hard
     assert settings.CELERY_TASK_SOFT_TIME_LIMIT < settings.PACK_SECONDS
