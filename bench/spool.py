@@ -41,12 +41,15 @@ def typical() -> DecisionData:
         intent="code-review",
         intent_confidence=0.92,
         intent_method="rules",
-        evidence={"rules": {"matched": ["review", "pull request"], "score": 0.92}},
+        # As routing.recording.compact packs them: the matched rules' ids, and a
+        # candidate as [backend, flow, score, success, margin, typical ms, attempts,
+        # expected seconds, generic].
+        evidence={"intent": [11, 12]},
         backend_id=2,
         flow_id=7,
         score=0.81,
         candidates=[
-            {"backend": f"b{i}", "flow": f"f{i}", "score": 0.8 - i / 10, "factors": {"m": 1}}
+            [i + 1, i + 3, round(0.8 - i / 10, 3), 0.97, 0.02, 640.0, 120, 2.5, False]
             for i in range(5)
         ],
         attempts=(
