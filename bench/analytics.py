@@ -70,7 +70,7 @@ from chatflows.models import Flow  # noqa: E402
 from flywheel.models import Tenant  # noqa: E402
 from flywheel.services import tenant_get_or_create_default  # noqa: E402
 from routing.install import defaults_load  # noqa: E402
-from routing.models import Outcome, PerformanceRecord, RoutingDecision  # noqa: E402
+from routing.models import IntentPattern, Outcome, PerformanceRecord, RoutingDecision  # noqa: E402
 
 DECISIONS = int(os.environ.get("BENCH_ANALYTICS_DECISIONS", "1000000"))  # fewer: a quick try
 TAIL = 2_000  # decisions in the last minute, once rolled up incrementally, once left as tail
@@ -178,78 +178,61 @@ class World:
             "questions": questions_pool,
             "nq": len(questions_pool),
             "candidates": [self.candidates(slot) for slot in range(len(self.slots))],
-            "evidence": [evidence(intent) for intent in INTENTS],
-            "chains": [chain(str(o)) for o in OUTCOMES],
+            "evidence": [self.evidence(intent) for intent in INTENTS],
+            "chains": [self.chain(str(o)) for o in OUTCOMES],
             "mu": LATENCY_MU,
             "sigma": LATENCY_SIGMA,
         }
 
     def candidates(self, slot: int) -> str:
-        """What a decision of this slot's tenant, won by this slot's backend, records."""
+        """What a decision of this slot's tenant, won by this slot's backend, records:
+        as routing.recording.compact packs them, [backend, flow, score, success,
+        margin, typical ms, attempts, expected seconds, generic]."""
         first = slot - slot % 4
-        ranked = [self.slots[slot]] + [
-            b for b in self.slots[first : first + 4] if b != self.slots[slot]
-        ]
+        ranked = [slot] + [s for s in range(first, first + 4) if s != slot]
         return json.dumps(
             [
-                {
-                    "backend": b.name,
-                    "kind": b.kind,
-                    "flow": f"{b.name} general assistant",
-                    "flow_id": f"{b.name}-generic",
-                    "score": round(0.9 - 0.1 * i, 4),
-                    "match": 0.55,
-                    "health": 1.0,
-                    "performance": round(0.8 - 0.05 * i, 4),
-                    "generic": True,
-                }
-                for i, b in enumerate(ranked)
+                [
+                    self.slots[s].pk,
+                    self.slot_flows[s],
+                    round(0.9 - 0.1 * i, 3),
+                    round(0.95 - 0.02 * i, 3),
+                    0.03,
+                    round(700 * SPEED[s % 4]),
+                    120,
+                    2.5,
+                    True,
+                ]
+                for i, s in enumerate(ranked)
             ]
         )
 
+    def evidence(self, intent: str) -> str:
+        """The intent's matched rules by id (their summary is said again when read)."""
+        rules = IntentPattern.objects.filter(intent__slug=intent).order_by("pk")
+        return json.dumps(
+            {
+                "intent": list(rules.values_list("pk", flat=True)[:2]),
+                "query_type": {
+                    "reasoning": "Specific entities and a narrow question: a local lookup.",
+                    "evidence": {},
+                },
+            }
+        )
 
-def evidence(intent: str) -> str:
-    return json.dumps(
-        {
-            "intent": {
-                "matched": [
-                    {"pattern": f"{intent} keyword", "kind": "keyword", "weight": 1.5},
-                    {"pattern": r"\b(explain|compare|review)\b", "kind": "regex", "weight": 1.0},
-                ],
-                "scores": {intent: 2.5, "general": 0.0},
-            },
-            "query_type": {
-                "reasoning": "Specific entities and a narrow question: a local lookup.",
-                "weights": {"GLOBAL": 0.2, "LOCAL": 0.8},
-            },
-        }
-    )
-
-
-def chain(outcome: str) -> str:
-    ok = {
-        "backend": "b",
-        "flow": "f",
-        "ok": True,
-        "latency_ms": 640.0,
-        "error_type": "",
-        "error": "",
-    }
-    failed = {
-        **ok,
-        "ok": False,
-        "latency_ms": 3000.0,
-        "error_type": "timeout",
-        "error": "timed out",
-    }
-    attempts = {
-        "success": [ok],
-        "fallback": [failed, ok],
-        "cached": [failed],
-        "failed": [failed],
-        "rejected": [],
-    }[outcome]
-    return json.dumps(attempts)
+    def chain(self, outcome: str) -> str:
+        """The fallback chain as packed, [backend, flow, ok, latency ms, error type]."""
+        backend, flow = self.slots[0].pk, self.slot_flows[0]
+        ok = [backend, flow, True, 640.0]
+        failed = [backend, flow, False, 3000.0, "timeout"]
+        attempts = {
+            "success": [ok],
+            "fallback": [failed, ok],
+            "cached": [failed],
+            "failed": [failed],
+            "rejected": [],
+        }[outcome]
+        return json.dumps(attempts)
 
 
 # --- Generation ---------------------------------------------------------------------
@@ -290,13 +273,13 @@ DECISION_EXPRS = {
     "WHEN r_misc > 0.98 THEN 'override' ELSE 'rules' END",
     "query_type": "(ARRAY['LOCAL', 'LOCAL', 'GLOBAL', 'HYBRID'])[1 + mod(g, 4)]",
     "query_type_confidence": "round((0.5 + 0.5 * r_backend)::numeric, 3)::float8",
-    "evidence": "(%(evidence)s::jsonb[])[ii]",
+    "evidence": "(%(evidence)s::json[])[ii]",
     "routing_method": "CASE WHEN r_misc > 0.97 THEN 'explicit' ELSE 'auto' END",
     "backend_id": "CASE WHEN oi <= 2 THEN (%(slots)s::bigint[])[slot] END",
     "flow_id": "CASE WHEN oi <= 2 THEN (%(slot_flows)s::bigint[])[slot] END",
     "score": "CASE WHEN oi <= 2 THEN round((0.45 + 0.5 * r_misc)::numeric, 4)::float8 END",
-    "candidates": "CASE WHEN oi = 5 THEN '[]'::jsonb ELSE (%(candidates)s::jsonb[])[slot] END",
-    "fallback_chain": "(%(chains)s::jsonb[])[oi]",
+    "candidates": "CASE WHEN oi = 5 THEN '[]'::json ELSE (%(candidates)s::json[])[slot] END",
+    "fallback_chain": "(%(chains)s::json[])[oi]",
     "outcome": "(%(outcomes)s::text[])[oi]",
     "error_type": "CASE oi WHEN 4 THEN 'timeout' WHEN 5 THEN 'validation' ELSE '' END",
     "classify_ms": "0.3 + 2 * r_misc",
