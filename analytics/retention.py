@@ -52,6 +52,11 @@ PARTITIONED: tuple[type[Model], ...] = (PerformanceRecord, Turn, RoutingDecision
 DELETE_BATCH = 5000  # rows a statement, where rows are deleted rather than dropped
 
 
+def partitioned_tables() -> list[str]:
+    """The tables of PARTITIONED that are partitioned here (none on SQLite)."""
+    return [m._meta.db_table for m in PARTITIONED if is_partitioned(m._meta.db_table)]
+
+
 def kept_since(now: datetime | None = None) -> datetime:
     """The oldest moment whose raw rows the retention keeps."""
     return (now or timezone.now()) - timedelta(days=settings.RETENTION_DAYS)
@@ -178,7 +183,7 @@ def retention_pack(*, now: datetime | None = None, seconds: float | None = None)
     """
     now = now or timezone.now()
     until = monotonic() + (settings.PACK_SECONDS if seconds is None else seconds)
-    tables = [m._meta.db_table for m in PARTITIONED if is_partitioned(m._meta.db_table)]
+    tables = partitioned_tables()
     if not tables:
         return {"indexes_packed": [], "busy": False}
     first = _cut(now).date() + timedelta(days=1)

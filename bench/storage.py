@@ -278,16 +278,15 @@ def pack_today() -> bool:
     from django.db import connection
     from django.utils import timezone
 
-    from analytics.retention import PARTITIONED
+    from analytics.retention import partitioned_tables
     from flywheel.partitions import (
         day_partition,
-        is_partitioned,
         partition_indexes,
         partitions_pack,
     )
 
     today = timezone.now().date()
-    tables = [m._meta.db_table for m in PARTITIONED if is_partitioned(m._meta.db_table)]
+    tables = partitioned_tables()
     with connection.cursor() as cursor:  # packed after an earlier mode: pack them again
         for table in tables:
             for index, _, _ in partition_indexes(cursor, day_partition(table, today)):
